@@ -1,0 +1,133 @@
+"""The MCP_* group (auth-config §2.6, §2.6.1, §2.6.2, §2.10) and the stdio principal."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from service.config._model import Gates, HttpAuthConfig, LocalPrincipal
+from service.config._rules import has_control, parse_scope_list, utf8_size, value_of
+from service.config._urls import HttpsUrl, parse_public_https_url
+
+_LEGACY_FIRST_PARTY_HOST = "api.angelos.ashray.xyz"
+_MAX_SUBJECTS = 32
+_MAX_SUBJECT_BYTES = 512
+_GROUP = (
+    "MCP_RESOURCE_URL",
+    "MCP_OAUTH_ISSUER",
+    "MCP_OAUTH_JWKS_URL",
+    "MCP_ALLOWED_SUBJECTS",
+    "MCP_OAUTH_INITIAL_SCOPES",
+)
+_SCOPE_RULE = (
+    "must be 1-3 of mail.read mail.write mail.send joined by single spaces,"
+    " without duplicates, including mail.read"
+)
+
+
+def load_http_auth(
+    env: Mapping[str, str], gates: Gates
+) -> tuple[HttpAuthConfig | None, tuple[str, ...]]:
+    """Validate the resource-server group; an entirely absent group is simply not configured."""
+    problems: list[str] = []
+    if env.get("ANGELOS_OAUTH_ENABLED") == "1":
+        problems.append(
+            "ANGELOS_OAUTH_ENABLED: the first-party authorization server is not supported by this"
+            " release; use an external issuer"
+        )
+    if all(value_of(env, name) is None for name in _GROUP):
+        return None, tuple(problems)
+
+    resource_raw, resource = _url(env, "MCP_RESOURCE_URL", problems)
+    issuer_raw, issuer = _url(env, "MCP_OAUTH_ISSUER", problems)
+    jwks_raw, jwks = _url(env, "MCP_OAUTH_JWKS_URL", problems)
+    if resource is not None and resource.path != "/mcp":
+        problems.append("MCP_RESOURCE_URL: path must be exactly /mcp")
+    if issuer is not None and jwks is not None and issuer.host != jwks.host:
+        problems.append("MCP_OAUTH_JWKS_URL: must be on the same host and port as MCP_OAUTH_ISSUER")
+    if issuer is not None:
+        _identity_guards(issuer, resource, problems)
+    subjects = _subjects(env, problems)
+    scopes = _initial_scopes(env, gates, problems)
+
+    if problems or subjects is None or scopes is None:
+        return None, tuple(problems)
+    return (
+        HttpAuthConfig(
+            resource_url=resource_raw,
+            issuer=issuer_raw,
+            jwks_url=jwks_raw,
+            allowed_subjects=subjects,
+            initial_scopes=scopes,
+        ),
+        (),
+    )
+
+
+def _url(env: Mapping[str, str], name: str, problems: list[str]) -> tuple[str, HttpsUrl | None]:
+    raw = value_of(env, name) or ""
+    parsed, rule = parse_public_https_url(raw)
+    if parsed is None:
+        problems.append(f"{name}: {rule}")
+    return raw, parsed
+
+
+def _identity_guards(issuer: HttpsUrl, resource: HttpsUrl | None, problems: list[str]) -> None:
+    root = issuer.path in ("", "/")
+    if root and issuer.host == _LEGACY_FIRST_PARTY_HOST:
+        problems.append("MCP_OAUTH_ISSUER: the legacy first-party origin is not an external issuer")
+    elif root and resource is not None and issuer.host == resource.host:
+        problems.append(
+            "MCP_OAUTH_ISSUER: a root issuer on the MCP_RESOURCE_URL host needs first-party mode,"
+            " which this release does not support"
+        )
+
+
+def _subjects(env: Mapping[str, str], problems: list[str]) -> tuple[str, ...] | None:
+    raw = value_of(env, "MCP_ALLOWED_SUBJECTS")
+    if raw is None:
+        problems.append("MCP_ALLOWED_SUBJECTS: required")
+        return None
+    if has_control(raw):
+        problems.append("MCP_ALLOWED_SUBJECTS: must not contain control characters")
+        return None
+    subjects = tuple(item for item in (part.strip() for part in raw.split(",")) if item)
+    if not 1 <= len(subjects) <= _MAX_SUBJECTS:
+        problems.append(f"MCP_ALLOWED_SUBJECTS: must list 1 to {_MAX_SUBJECTS} subjects")
+        return None
+    if any(utf8_size(subject) > _MAX_SUBJECT_BYTES for subject in subjects):
+        problems.append(
+            f"MCP_ALLOWED_SUBJECTS: each subject must be at most {_MAX_SUBJECT_BYTES} bytes"
+        )
+        return None
+    return subjects
+
+
+def _initial_scopes(
+    env: Mapping[str, str], gates: Gates, problems: list[str]
+) -> tuple[str, ...] | None:
+    raw = value_of(env, "MCP_OAUTH_INITIAL_SCOPES")
+    scopes = ("mail.read",) if raw is None else parse_scope_list(raw)
+    if scopes is None:
+        problems.append(f"MCP_OAUTH_INITIAL_SCOPES: {_SCOPE_RULE}")
+        return None
+    # A first challenge never asks for a scope whose gate is off: consent would be useless.
+    enabled = {"mail.read": True, "mail.write": gates.writes, "mail.send": gates.send}
+    return tuple(scope for scope in scopes if enabled[scope])
+
+
+def load_local(env: Mapping[str, str]) -> tuple[LocalPrincipal | None, tuple[str, ...]]:
+    """Validate ANGELOS_LOCAL_OWNER and ANGELOS_LOCAL_SCOPES, the stdio principal."""
+    problems: list[str] = []
+    owner = value_of(env, "ANGELOS_LOCAL_OWNER") or "local"
+    if has_control(owner) or owner != owner.strip() or utf8_size(owner) > _MAX_SUBJECT_BYTES:
+        problems.append(
+            "ANGELOS_LOCAL_OWNER: must be at most 512 bytes, without control characters"
+            " or surrounding whitespace"
+        )
+    raw_scopes = value_of(env, "ANGELOS_LOCAL_SCOPES")
+    scopes = ("mail.read",) if raw_scopes is None else parse_scope_list(raw_scopes)
+    if scopes is None:
+        problems.append(f"ANGELOS_LOCAL_SCOPES: {_SCOPE_RULE}")
+    if problems or scopes is None:
+        return None, tuple(problems)
+    return LocalPrincipal(owner=owner, scopes=scopes), ()

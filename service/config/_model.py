@@ -1,0 +1,94 @@
+"""The frozen configuration Structs; credentials are held as Secret so no repr shows them."""
+
+from __future__ import annotations
+
+import msgspec
+
+from schemas.secret import Secret
+
+
+class Gates(msgspec.Struct, frozen=True):
+    """Operator switches; each is on only for the exact value "1"."""
+
+    writes: bool
+    send: bool
+    delete: bool
+
+
+class MailConfig(msgspec.Struct, frozen=True):
+    """The one configured mailbox (IMAP + SMTP) after validation."""
+
+    provider: str
+    auth_mode: str
+    username: str
+    password: Secret | None
+    from_addr: str
+    aliases: tuple[str, ...]
+    imap_host: str
+    imap_port: int
+    smtp_host: str
+    smtp_port: int
+    smtp_tls_mode: str
+    timeout_s: float
+    tls_ca_file: str | None
+    allow_private_hosts: bool
+    gmail_imap: bool
+    smtp_stores_sent: bool
+
+
+class StoreConfig(msgspec.Struct, frozen=True):
+    """The send-ledger store and every ledger tuning variable of sending.md §8.14."""
+
+    mode: str  # "embedded" | "redis" | "off"
+    url: Secret | None
+    data_dir: str
+    namespace: str
+    hmac_key: Secret | None
+    retention_s: int
+    fsync_provider_managed: bool
+    assume_noeviction: bool
+    waitaof_replicas: int
+    fsync_timeout_ms: int
+    tool_deadline_s: int
+    smtp_data_termination_timeout_s: int
+    dispatch_deadline_s: int
+    outcome_persist_window_s: int
+    sent_filing_timeout_s: int
+    recovery_grace_s: int
+    recovery_interval_s: int
+    dispatcher_lease_ms: int
+    dispatcher_lease_refresh_ms: int
+    annotation_cap: int
+    test_mode: bool  # ANGELOS_ALLOW_FAULT_INJECTION=1 and ANGELOS_ENV=test
+    fault_point: str | None
+    test_prepare_ttl_ms: int | None
+
+
+class HttpAuthConfig(msgspec.Struct, frozen=True):
+    """External-issuer resource-server settings (auth-config §2.6, §2.10)."""
+
+    resource_url: str
+    issuer: str
+    jwks_url: str
+    allowed_subjects: tuple[str, ...]
+    initial_scopes: tuple[str, ...]
+
+
+class LocalPrincipal(msgspec.Struct, frozen=True):
+    """The principal of the stdio transport (auth-config Project decisions)."""
+
+    owner: str
+    scopes: tuple[str, ...]
+
+
+class Config(msgspec.Struct, frozen=True):
+    """Everything read from the environment, with every problem found on the way."""
+
+    mail: MailConfig | None
+    store: StoreConfig | None
+    gates: Gates
+    http_auth: HttpAuthConfig | None
+    local: LocalPrincipal | None
+    port: int
+    problems: tuple[str, ...]
+    http_auth_problems: tuple[str, ...]
