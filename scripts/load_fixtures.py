@@ -1,0 +1,105 @@
+"""Load the fixture corpus (fixtures/mail/manifest.json) into a mailbox over IMAP with TLS.
+
+Creates the manifest's folders (names encoded in modified UTF-7 and quoted on the wire),
+APPENDs every message with its flags and internal date, then checks the message count of
+every folder. Meant for a fresh mailbox (scripts/test-services start).
+
+usage: load_fixtures.py --host localhost --port PORT --ca CA.crt --user U --password P DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import imaplib
+import json
+import ssl
+import sys
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+
+def utf7_imap(name: str) -> str:
+    """Encode a mailbox name in IMAP modified UTF-7 (RFC 3501 §5.1.3)."""
+    out: list[str] = []
+    pending: list[str] = []
+
+    def flush() -> None:
+        if pending:
+            raw = "".join(pending).encode("utf-16-be")
+            out.append("&" + base64.b64encode(raw).decode().rstrip("=").replace("/", ",") + "-")
+            pending.clear()
+
+    for ch in name:
+        if 0x20 <= ord(ch) <= 0x7E:
+            flush()
+            out.append("&-" if ch == "&" else ch)
+        else:
+            pending.append(ch)
+    flush()
+    return "".join(out)
+
+
+def quoted(name: str) -> str:
+    """An IMAP quoted string for a mailbox name (modified UTF-7 first)."""
+    encoded = utf7_imap(name)
+    return '"' + encoded.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def check(result: tuple[str, Any], what: str) -> Any:
+    status, data = result
+    if status != "OK":
+        raise SystemExit(f"load_fixtures: {what} failed: {status} {data!r}")
+    return data
+
+
+def load(args: argparse.Namespace) -> None:
+    root = Path(args.dir)
+    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    context = ssl.create_default_context(cafile=args.ca)
+    imap = imaplib.IMAP4_SSL(args.host, args.port, ssl_context=context, timeout=30)
+    try:
+        check(imap.login(args.user, args.password), "LOGIN")
+        for folder in manifest["create_folders"]:
+            status, data = imap.create(quoted(folder))
+            if status != "OK" and b"ALREADYEXISTS" not in b" ".join(data):
+                raise SystemExit(f"load_fixtures: CREATE {folder!r} failed: {data!r}")
+            check(imap.subscribe(quoted(folder)), f"SUBSCRIBE {folder!r}")
+        for entry in manifest["messages"]:
+            message = (root / entry["file"]).read_bytes()
+            flags = "(" + " ".join(entry["flags"]) + ")" if entry["flags"] else None
+            when = datetime.fromisoformat(entry["internal_date"])
+            check(
+                imap.append(quoted(entry["folder"]), flags, when, message),
+                f"APPEND {entry['file']}",
+            )
+        expected = Counter(entry["folder"] for entry in manifest["messages"])
+        for folder, count in sorted(expected.items()):
+            data = check(imap.status(quoted(folder), "(MESSAGES)"), f"STATUS {folder!r}")
+            got = int(data[0].rsplit(b"MESSAGES ", 1)[1].split(b")")[0])
+            if got != count:
+                raise SystemExit(f"load_fixtures: {folder!r} has {got} messages, want {count}")
+        imap.logout()
+    except BaseException:
+        imap.shutdown()
+        raise
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="load fixtures/mail into an IMAP mailbox")
+    parser.add_argument("--host", default="localhost")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ca", required=True, help="CA certificate file to trust")
+    parser.add_argument("--user", required=True)
+    parser.add_argument("--password", required=True)
+    parser.add_argument("dir", help="the fixture directory (with manifest.json)")
+    try:
+        load(parser.parse_args())
+    except (OSError, imaplib.IMAP4.error) as e:
+        sys.exit(f"load_fixtures: {e!r}")
+
+
+if __name__ == "__main__":
+    main()
