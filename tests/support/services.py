@@ -1,0 +1,139 @@
+"""The environment exported by scripts/test-services, as one frozen value."""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+# Every variable scripts/test-services exports (the product ones, then the test-only ones).
+PRODUCT_VARS = (
+    "ANGELOS_REDIS_URL",
+    "MAIL_PROVIDER",
+    "MAIL_USERNAME",
+    "MAIL_PASSWORD",
+    "MAIL_FROM",
+    "IMAP_HOST",
+    "IMAP_PORT",
+    "SMTP_HOST",
+    "SMTP_PORT",
+    "SMTP_TLS_MODE",
+    "MAIL_TLS_CA_FILE",
+    "MAIL_ALLOW_PRIVATE_HOSTS",
+)
+TEST_VARS = (
+    "MAILTEST_DIR",
+    "MAILTEST_USER2",
+    "MAILTEST_PASSWORD2",
+    "MAILTEST_LMTP_PORT",
+    "MAILTEST_SMTP_SPOOL",
+    "MAILTEST_DOVECOT_LOG",
+    "MAILTEST_DOVECOT_CONF",
+    "MAILTEST_REDIS_PORT",
+    "MAILTEST_REDIS_DIR",
+    "MAILTEST_REDIS_CONF",
+    "MAILTEST_REDIS_PIDFILE",
+    "MAILTEST_SMTP_PIDFILE",
+)
+SKIP_REASON = (
+    "needs the real Redis/Dovecot/SMTP peers: run under "
+    "`scripts/test-services run -- .venv/bin/python -m pytest` (MAILTEST_DIR is not set)"
+)
+
+
+@dataclass(frozen=True)
+class Services:
+    """Where the throwaway peers listen and how to log in to them."""
+
+    dir: Path
+    redis_url: str
+    mail_provider: str
+    username: str
+    password: str
+    mail_from: str
+    imap_host: str
+    imap_port: int
+    smtp_host: str
+    smtp_port: int
+    smtp_tls_mode: str
+    ca_file: Path
+    allow_private_hosts: str
+    user2: str
+    password2: str
+    lmtp_port: int
+    smtp_spool: Path
+    dovecot_log: Path
+    dovecot_conf: Path
+    redis_port: int
+    redis_dir: Path
+    redis_conf: Path
+    redis_pidfile: Path
+    smtp_pidfile: Path
+    env: Mapping[str, str]
+
+    @property
+    def product_env(self) -> dict[str, str]:
+        """Only the variables angelos itself reads (for starting it as a subprocess)."""
+        return {k: self.env[k] for k in PRODUCT_VARS}
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client context that trusts the per-run test CA (and nothing else)."""
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def credentials(self, user: str = "alice") -> tuple[str, str]:
+        """(login, password) for "alice" (the configured mailbox) or "bob" (the second user)."""
+        if user == "alice":
+            return self.username, self.password
+        if user == "bob":
+            return self.user2, self.password2
+        raise ValueError(f"unknown test user {user!r}")
+
+
+def services_from_env(environ: Mapping[str, str] | None = None) -> Services | None:
+    """The Services described by the environment, or None outside scripts/test-services."""
+    e = os.environ if environ is None else environ
+    if not e.get("MAILTEST_DIR"):
+        return None
+    missing = [k for k in PRODUCT_VARS + TEST_VARS if not e.get(k)]
+    if missing:
+        raise RuntimeError(f"MAILTEST_DIR is set but these are missing: {', '.join(missing)}")
+    return Services(
+        dir=Path(e["MAILTEST_DIR"]),
+        redis_url=e["ANGELOS_REDIS_URL"],
+        mail_provider=e["MAIL_PROVIDER"],
+        username=e["MAIL_USERNAME"],
+        password=e["MAIL_PASSWORD"],
+        mail_from=e["MAIL_FROM"],
+        imap_host=e["IMAP_HOST"],
+        imap_port=int(e["IMAP_PORT"]),
+        smtp_host=e["SMTP_HOST"],
+        smtp_port=int(e["SMTP_PORT"]),
+        smtp_tls_mode=e["SMTP_TLS_MODE"],
+        ca_file=Path(e["MAIL_TLS_CA_FILE"]),
+        allow_private_hosts=e["MAIL_ALLOW_PRIVATE_HOSTS"],
+        user2=e["MAILTEST_USER2"],
+        password2=e["MAILTEST_PASSWORD2"],
+        lmtp_port=int(e["MAILTEST_LMTP_PORT"]),
+        smtp_spool=Path(e["MAILTEST_SMTP_SPOOL"]),
+        dovecot_log=Path(e["MAILTEST_DOVECOT_LOG"]),
+        dovecot_conf=Path(e["MAILTEST_DOVECOT_CONF"]),
+        redis_port=int(e["MAILTEST_REDIS_PORT"]),
+        redis_dir=Path(e["MAILTEST_REDIS_DIR"]),
+        redis_conf=Path(e["MAILTEST_REDIS_CONF"]),
+        redis_pidfile=Path(e["MAILTEST_REDIS_PIDFILE"]),
+        smtp_pidfile=Path(e["MAILTEST_SMTP_PIDFILE"]),
+        env={k: e[k] for k in PRODUCT_VARS + TEST_VARS},
+    )
+
+
+@pytest.fixture(scope="session")
+def services() -> Services:
+    """The running peers; skips (with the reason shown by -ra) outside scripts/test-services."""
+    found = services_from_env()
+    if found is None:
+        pytest.skip(SKIP_REASON)
+    return found
