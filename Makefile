@@ -1,0 +1,31 @@
+# angelos: developer and CI entry points. `make test` is what .ci/run runs.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+.PHONY: bootstrap lint typecheck test demo
+
+VENV := .venv/bin
+
+bootstrap:
+	@scripts/bootstrap
+
+lint: bootstrap
+	$(VENV)/ruff check .
+
+typecheck: bootstrap
+	$(VENV)/mypy
+
+# Everything CI checks; starts and stops the real peers (Redis, Dovecot, SMTP sink) itself.
+# pytest's exit 5 ("no tests ran") is non-zero, so it fails the target too.
+test:
+	@start=$$(date +%s%N); rc=0; \
+	$(MAKE) --no-print-directory bootstrap lint typecheck \
+	  && scripts/test-services run -- $(VENV)/python -m pytest -q \
+	  || rc=$$?; \
+	end=$$(date +%s%N); \
+	printf 'make test: %s in %d.%03d s\n' "$$([ $$rc = 0 ] && echo passed || echo "FAILED (exit $$rc)")" \
+	  $$(( (end - start) / 1000000000 )) $$(( (end - start) / 1000000 % 1000 )); \
+	exit $$rc
+
+demo: bootstrap
+	scripts/test-services run -- $(VENV)/angelos demo
