@@ -1,0 +1,420 @@
+"""One logged-in IMAP connection: typed commands over aioimaplib's protocol, typed errors only.
+
+Commands run one at a time under the session lock, each under the mailbox timeout. A command
+that times out, is cancelled, or loses its connection leaves the session unusable (`usable` is
+False): the pool then discards it instead of guessing what the server did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from aioimaplib import aioimaplib as _aio
+
+from providers.imap import codec
+from providers.imap.codec import Arg, ImapResponse, SelectResult, StatusResult
+from schemas.errors import (
+    InvalidArguments,
+    OutcomeUnknown,
+    SafetyLimit,
+    ServiceUnavailable,
+)
+from schemas.secret import Secret
+
+log = logging.getLogger(__name__)
+
+READ_BUDGET = 12 * 1024 * 1024  # bytes read from the wire per lease (tools.md §15)
+_LINES_PER_FEED = 128  # keeps aioimaplib's one-frame-per-line recursion far from the limit
+
+# Commands that change the mailbox: a lost reply means the outcome is unknown, not "failed".
+_MUTATING = frozenset(
+    {"APPEND", "COPY", "CREATE", "DELETE", "EXPUNGE", "MOVE", "RENAME", "STORE", "SUBSCRIBE",
+     "UNSUBSCRIBE", "SETACL", "DELETEACL", "SETQUOTA"}
+)
+_NEEDS_SELECTED = frozenset({"CHECK", "COPY", "EXPUNGE", "MOVE", "SEARCH", "SORT", "STORE",
+                             "THREAD", "FETCH"})
+# CLOSE and plain EXPUNGE expunge every \Deleted message of the folder (auth-config §6.2);
+# FETCH goes through uid_fetch (batching), APPEND/LOGIN/LOGOUT/SELECT through their methods.
+_REFUSED = frozenset({"CLOSE", "FETCH", "APPEND", "LOGIN", "LOGOUT", "AUTHENTICATE", "IDLE",
+                      "STARTTLS", "COMPRESS", "SELECT", "EXAMINE"})
+
+
+class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
+    """aioimaplib's protocol with a read budget, bounded recursion and exact untagged lines."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, read_budget: int = READ_BUDGET) -> None:
+        super().__init__(loop, self._on_connection_lost)
+        self.read_budget = read_budget
+        self.lease_bytes = 0
+        self.total_bytes = 0
+        self.over_budget = False
+        self.greeting: asyncio.Future[bytes] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def data_received(self, data: bytes) -> None:
+        """Count bytes against the budget, then feed aioimaplib a bounded number of lines."""
+        self.lease_bytes += len(data)
+        self.total_bytes += len(data)
+        if self.lease_bytes > self.read_budget:
+            self.over_budget = True
+            if self.transport is not None:
+                self.transport.abort()
+            return
+        # aioimaplib recurses once per response line and dies past ~990 lines in one read
+        # (notes/stack.md §3.2); TCP may split anywhere, so feeding it in pieces is safe.
+        start = 0
+        pos = 0
+        count = 0
+        while True:
+            pos = data.find(b"\r\n", pos)
+            if pos < 0:
+                break
+            pos += 2
+            count += 1
+            if count == _LINES_PER_FEED:
+                super().data_received(data[start:pos])
+                start = pos
+                count = 0
+        if start < len(data):
+            super().data_received(data[start:])
+
+    def _on_connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if not self.greeting.done():
+            self.greeting.set_exception(ConnectionError("closed before the greeting"))
+            self.greeting.exception()  # mark retrieved: the session reports it as its own error
+
+    def welcome(self, command: bytes) -> asyncio.Future[None]:
+        """Record the greeting synchronously, so the next line is not taken as a greeting too."""
+        # aioimaplib's own welcome() is a coroutine that also sends CAPABILITY (one round trip
+        # we avoid by reading the greeting's [CAPABILITY] code).
+        self.state = _aio.NONAUTH
+        if not self.greeting.done():
+            self.greeting.set_result(bytes(command))
+        done: asyncio.Future[None] = self.loop.create_future()
+        done.set_result(None)
+        return done
+
+    def _untagged_response(self, line: bytes) -> Any:
+        # aioimaplib strips every b"* " in the line, corrupting names and subjects that hold
+        # "* "; strip only the prefix, and keep the whole line for sync and async commands.
+        line = line[2:] if line.startswith(b"* ") else line[1:]
+        if self.pending_sync_command is not None:
+            self.pending_sync_command.append_to_resp(line)
+            return self.pending_sync_command
+        match = _aio.message_data_re.match(line)
+        name = match.group(1) if match else line.partition(b" ")[0]
+        command = self.pending_async_commands.get(name.decode("ascii", "replace").upper())
+        if command is None:
+            command = self.pending_async_commands.get("NOOP")
+        if command is not None:
+            command.append_to_resp(line)
+        else:
+            log.debug("ignored an untagged %r response", name[:24])
+        return command
+
+
+class ImapSession:
+    """A connected IMAP session; build it with providers.imap.connect.connect()."""
+
+    def __init__(self, transport: asyncio.Transport, wire: WireProtocol, timeout_s: float):
+        self._transport = transport
+        self._wire = wire
+        self._timeout_s = timeout_s
+        self._lock = asyncio.Lock()
+        self._broken = False
+        self._literal_max = 0
+        self.capabilities: frozenset[str] = frozenset()
+        self.capability_atoms: tuple[str, ...] = ()
+        self.selected: SelectResult | None = None
+        self.selected_name: str | None = None
+        self.last_used = time.monotonic()
+
+    # --- state ------------------------------------------------------------------------------
+
+    @property
+    def usable(self) -> bool:
+        """Tell whether the connection is open and in a known state."""
+        return not (self._broken or self._wire.closed.done())
+
+    @property
+    def bytes_read(self) -> int:
+        """Return the bytes read from the wire over the whole connection."""
+        return self._wire.total_bytes
+
+    def begin_lease(self) -> None:
+        """Start a new user's lease: fresh read budget and no assumed selected mailbox."""
+        self._wire.lease_bytes = 0
+        # The server may still have a mailbox selected; the next user must SELECT/EXAMINE
+        # explicitly, and selected-state commands are refused until it does.
+        self.selected = None
+        self.selected_name = None
+
+    def _set_capabilities(self, atoms: Sequence[str]) -> None:
+        self.capability_atoms = tuple(atoms)
+        self.capabilities = frozenset(a.upper() for a in atoms)
+        if "LITERAL+" in self.capabilities:
+            self._literal_max = 2**31
+        elif "LITERAL-" in self.capabilities:
+            self._literal_max = 4096
+        else:
+            self._literal_max = 0
+
+    # --- handshake --------------------------------------------------------------------------
+
+    async def handshake(self) -> None:
+        """Wait for the greeting and learn the pre-login capabilities."""
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                greeting = await self._wire.greeting
+        except (TimeoutError, ConnectionError):
+            self._break()
+            raise ServiceUnavailable("the IMAP server sent no greeting") from None
+        word, _, rest = greeting.removeprefix(b"* ").partition(b" ")
+        if word.upper() != b"OK":  # BYE, or PREAUTH without the LOGIN we are configured for
+            self._break()
+            raise ServiceUnavailable("the IMAP server refused the connection")
+        code = codec.response_code(rest)
+        if code is not None and code[0] == "CAPABILITY":
+            self._set_capabilities(codec.parse_capability_atoms(code[1]))
+        else:
+            await self._refresh_capabilities()
+
+    async def login(self, username: str, password: Secret) -> None:
+        """LOGIN with both arguments quoted or sent as literals; any failure is generic."""
+        if "LOGINDISABLED" in self.capabilities:
+            self._break()
+            raise ServiceUnavailable()
+        try:
+            user = codec.string_arg(username, non_sync_literal_max=self._literal_max)
+            secret = codec.string_arg(password.reveal(), non_sync_literal_max=self._literal_max)
+        except InvalidArguments:
+            self._break()
+            raise ServiceUnavailable() from None
+        command = self._make("LOGIN", (user, secret))
+        try:
+            response = await self._run(command, scrub=secret)
+        except ServiceUnavailable:
+            raise ServiceUnavailable() from None  # one generic message for every auth failure
+        if not response.ok:
+            self._break()
+            raise ServiceUnavailable()
+        self._wire.state = _aio.AUTH
+        atoms = codec.capabilities_in(response)
+        if atoms is None:
+            await self._refresh_capabilities()
+        else:
+            self._set_capabilities(atoms)
+
+    async def _refresh_capabilities(self) -> None:
+        response = await self._run(self._make("CAPABILITY", ()))
+        atoms = codec.capabilities_in(response) if response.ok else None
+        if atoms is None:
+            self._break()
+            raise ServiceUnavailable("the IMAP server sent no capabilities")
+        self._set_capabilities(atoms)
+
+    # --- commands ---------------------------------------------------------------------------
+
+    async def command(
+        self,
+        name: str,
+        *args: Arg,
+        uid: bool = False,
+        untagged: str | None = None,
+        check: bool = True,
+    ) -> ImapResponse:
+        """Run one command (args from providers.imap.codec); NO/BAD → ServiceUnavailable if check.
+
+        `uid` sends the UID form (UID COPY/MOVE/STORE/EXPUNGE/SEARCH); `untagged` names the
+        untagged responses to collect when they differ from the command name (e.g. ESEARCH).
+        """
+        name = name.upper()
+        if name in _REFUSED or name not in _aio.Commands or (name == "EXPUNGE" and not uid):
+            raise ValueError(f"{name} is not available through ImapSession.command")
+        return await self._command(name, args, uid=uid, untagged=untagged, check=check)
+
+    async def _command(
+        self,
+        name: str,
+        args: Sequence[Arg],
+        *,
+        uid: bool = False,
+        untagged: str | None = None,
+        check: bool = True,
+    ) -> ImapResponse:
+        if (uid or name in _NEEDS_SELECTED) and self.selected is None:
+            raise RuntimeError(f"{name} needs a mailbox selected in this lease")
+        if name == "STORE" and untagged is None:
+            untagged = "FETCH"
+        command = self._make(name, args, prefix="UID" if uid else None, untagged=untagged)
+        response = await self._run(command, mutating=name in _MUTATING)
+        if check and not response.ok:
+            raise ServiceUnavailable(f"the IMAP server refused {'UID ' if uid else ''}{name}")
+        return response
+
+    async def uid_fetch(self, uids: Iterable[int], items: Arg) -> ImapResponse:
+        """UID FETCH `items` for the given UIDs in batches of at most 500; lines are merged."""
+        lines: list[bytes] = []
+        text = b""
+        for batch in codec.uid_batches(uids):
+            response = await self._command("FETCH", (codec.uid_set(batch), items), uid=True)
+            lines.extend(response.lines)
+            text = response.text
+        return ImapResponse(status="OK", text=text, lines=lines)
+
+    async def uid_search(self, *criteria: Arg) -> list[int]:
+        """UID SEARCH with the given criteria (no CHARSET argument); return the UIDs."""
+        response = await self._command("SEARCH", criteria, uid=True)
+        return codec.parse_search(response)
+
+    async def status(self, mailbox: str, items: Sequence[str]) -> StatusResult:
+        """STATUS `mailbox` for the given item names (MESSAGES, UIDNEXT, UIDVALIDITY, ...)."""
+        wanted = codec.raw("(" + " ".join(codec.atom(i) for i in items) + ")")
+        response = await self._command("STATUS", (codec.mailbox_arg(mailbox), wanted))
+        return codec.parse_status(response)
+
+    async def examine(self, mailbox: str) -> SelectResult:
+        """Open `mailbox` read-only (EXAMINE, with CONDSTORE when advertised)."""
+        return await self._open("EXAMINE", mailbox)
+
+    async def select(self, mailbox: str) -> SelectResult:
+        """Open `mailbox` read-write (SELECT, with CONDSTORE when advertised)."""
+        return await self._open("SELECT", mailbox)
+
+    async def _open(self, name: str, mailbox: str) -> SelectResult:
+        args = [codec.mailbox_arg(mailbox)]
+        if "CONDSTORE" in self.capabilities:
+            args.append(codec.raw("(CONDSTORE)"))
+        self.selected = None
+        self.selected_name = None
+        response = await self._run(self._make(name, args))
+        if not response.ok:
+            self._wire.state = _aio.AUTH  # a failed SELECT leaves nothing selected (RFC 3501)
+            raise ServiceUnavailable(f"the IMAP server refused {name}")
+        self._wire.state = _aio.SELECTED
+        result = codec.parse_select(response)
+        self.selected = result
+        self.selected_name = mailbox
+        return result
+
+    async def append(
+        self,
+        mailbox: str,
+        message: bytes,
+        *,
+        flags: Sequence[str] = (),
+        internal_date: datetime | None = None,
+    ) -> ImapResponse:
+        """APPEND `message` to `mailbox` with the given flags; read APPENDUID with codec."""
+        args: list[Arg] = [codec.mailbox_arg(mailbox)]
+        args.append(codec.raw("(" + " ".join(codec.atom(f) for f in flags) + ")"))
+        if internal_date is not None:
+            if internal_date.tzinfo is None:
+                raise InvalidArguments("the internal date needs a time zone")
+            args.append(codec.quote(internal_date.strftime("%d-%b-%Y %H:%M:%S %z")))
+        args.append(codec.raw(f"{{{len(message)}}}"))
+        command = self._make("APPEND", args)
+        # aioimaplib writes literal_data on the server's "+" continuation.
+        self._wire.literal_data = message
+        try:
+            response = await self._run(command, mutating=True)
+        finally:
+            self._wire.literal_data = None
+        if not response.ok:
+            raise ServiceUnavailable("the IMAP server refused APPEND")
+        return response
+
+    async def noop(self) -> ImapResponse:
+        """NOOP: a health check that also collects pending untagged updates."""
+        return await self._command("NOOP", ())
+
+    async def logout(self) -> None:
+        """LOGOUT politely (errors ignored), then close the connection."""
+        if self.usable:
+            try:
+                async with asyncio.timeout(min(self._timeout_s, 5.0)):
+                    await self._run(self._make("LOGOUT", ()))
+            except (TimeoutError, ServiceUnavailable, OutcomeUnknown, SafetyLimit):
+                pass
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection without LOGOUT and wait briefly until it is gone."""
+        self._broken = True
+        self._wire.state = _aio.LOGOUT
+        self._transport.abort()
+        try:
+            async with asyncio.timeout(1.0):
+                await asyncio.shield(self._wire.closed)
+        except TimeoutError:
+            pass
+
+    # --- machinery --------------------------------------------------------------------------
+
+    def _break(self) -> None:
+        self._broken = True
+        self._transport.abort()
+
+    def _make(
+        self,
+        name: str,
+        args: Sequence[Arg],
+        *,
+        prefix: str | None = None,
+        untagged: str | None = None,
+    ) -> Any:
+        tag = self._wire.new_tag()
+        loop = self._wire.loop
+        # Non-synchronizing literals carry CRLF by design; aioimaplib's constructor rejects any
+        # CR/LF, so hand it placeholders and restore the checked arguments afterwards.
+        safe = ["L" if "\r\n" in a else a for a in args]
+        if name == "FETCH":
+            command = _aio.FetchCommand(tag, *safe, prefix=prefix, loop=loop)
+        else:
+            command = _aio.Command(
+                name, tag, *safe, prefix=prefix, untagged_resp_name=untagged, loop=loop
+            )
+        command.args = tuple(args)
+        return command
+
+    async def _run(self, command: Any, *, scrub: str | None = None, mutating: bool = False
+                   ) -> ImapResponse:
+        if not self.usable:
+            raise ServiceUnavailable("the IMAP connection is closed")
+        async with self._lock:
+            task = asyncio.ensure_future(self._wire.execute(command, scrub=scrub))
+            try:
+                done, _ = await asyncio.wait(
+                    {task, self._wire.closed},
+                    timeout=self._timeout_s,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            except asyncio.CancelledError:
+                task.cancel()
+                self._break()  # the reply may still arrive: the state is unknown
+                raise
+            self.last_used = time.monotonic()
+            if task in done and task.exception() is None:
+                result = task.result()
+                entries = [bytes(line) for line in result.lines]
+                text = entries.pop() if entries else b""
+                return ImapResponse(status=str(result.result), text=text, lines=entries)
+            if task in done:
+                self._break()  # aioimaplib refused or lost track of the command
+                raise ServiceUnavailable(f"the IMAP session failed during {command.name}")
+            task.cancel()
+            self._break()
+            if self._wire.over_budget:
+                raise SafetyLimit()
+            if mutating:
+                raise OutcomeUnknown(f"no reply to {command.name}; the change may have happened")
+            if self._wire.closed.done():
+                raise ServiceUnavailable("the IMAP connection was lost")
+            raise ServiceUnavailable("the IMAP server did not answer in time")
