@@ -1,0 +1,35 @@
+"""The Mailbox protocol over IMAP: each call borrows a pooled, logged-in session."""
+
+from __future__ import annotations
+
+from providers.imap.connect import connect
+from providers.imap.discovery import list_folders, server_capabilities
+from providers.imap.pool import ImapPool
+from providers.imap.session import ImapSession
+from providers.imap.settings import ImapSettings
+from schemas.mailbox import Folder, ServerCapabilities
+
+
+class ImapMailbox:
+    """A Mailbox served by one IMAP account through a pool of at most `pool_size` sessions."""
+
+    def __init__(self, settings: ImapSettings, pool_size: int = 4) -> None:
+        self._settings = settings
+        self.pool = ImapPool(self._open, size=pool_size)
+
+    async def _open(self) -> ImapSession:
+        return await connect(self._settings)
+
+    async def capabilities(self) -> ServerCapabilities:
+        """Report the server's capabilities and special-use folders."""
+        async with self.pool.session() as session:
+            return await server_capabilities(session, self._settings)
+
+    async def folders(self) -> list[Folder]:
+        """List every folder in server order."""
+        async with self.pool.session() as session:
+            return await list_folders(session)
+
+    async def aclose(self) -> None:
+        """Log out every pooled session."""
+        await self.pool.aclose()

@@ -1,0 +1,23 @@
+"""The mailbox the operations talk to, whatever provider serves it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from schemas.mailbox import Folder, ServerCapabilities
+
+
+class Mailbox(Protocol):
+    """One configured mailbox; every method raises only schemas.errors types."""
+
+    async def capabilities(self) -> ServerCapabilities:
+        """Report what the server supports (the `server` object of tools.md §7.1)."""
+        ...
+
+    async def folders(self) -> list[Folder]:
+        """List every folder in server order (tools.md §7.2)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release every connection."""
+        ...

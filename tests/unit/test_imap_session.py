@@ -1,0 +1,299 @@
+"""ImapSession and ImapPool over an in-memory scripted IMAP peer (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from providers.imap import codec
+from providers.imap.discovery import list_folders
+from providers.imap.pool import ImapPool
+from providers.imap.session import ImapSession, WireProtocol
+from schemas.errors import OutcomeUnknown, SafetyLimit, ServiceUnavailable
+from schemas.secret import Secret
+
+GREETING = b"* OK [CAPABILITY IMAP4rev1 LITERAL+ AUTH=PLAIN] ready\r\n"
+LOGGED_IN = b"OK [CAPABILITY IMAP4rev1 LITERAL+ MOVE UIDPLUS CONDSTORE SPECIAL-USE] Logged in"
+EXAMINE = (
+    b"* FLAGS (\\Seen)\r\n* 3 EXISTS\r\n* OK [UIDVALIDITY 7] ok\r\n* OK [UIDNEXT 4] ok\r\n"
+)
+
+# A reply maker gets (tag, command line) and returns the bytes to send, or None for silence.
+Reply = Callable[[str, str], bytes | None]
+
+
+class Peer(asyncio.Transport):
+    """A fake transport whose far end answers each command from a table of reply makers."""
+
+    def __init__(self, replies: dict[str, Reply]) -> None:
+        super().__init__()
+        self.replies = replies
+        self.written: list[bytes] = []
+        self.commands: list[str] = []
+        self.closed = False
+        self.wire: WireProtocol | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        raw = bytes(data)
+        self.written.append(raw)
+        tag, _, rest = raw.decode("utf-8").partition(" ")
+        name = rest.split(" ", 1)[0].strip().upper()
+        if name == "UID":
+            name = "UID " + rest.split(" ", 2)[1].upper()
+        self.commands.append(name)
+        make = self.replies.get(name, lambda t, _: f"{t} OK done\r\n".encode())
+        reply = make(tag, rest)
+        if reply is not None:
+            self.feed(reply)
+
+    def feed(self, data: bytes) -> None:
+        assert self.wire is not None
+        asyncio.get_running_loop().call_soon(self.wire.data_received, data)
+
+    def abort(self) -> None:
+        if not self.closed and self.wire is not None:
+            self.closed = True
+            asyncio.get_running_loop().call_soon(self.wire.connection_lost, None)
+
+    def close(self) -> None:
+        self.abort()
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def tagged(status: bytes, untagged: bytes = b"") -> Reply:
+    return lambda tag, _: untagged + tag.encode() + b" " + status + b"\r\n"
+
+
+def silent(tag: str, line: str) -> None:
+    return None
+
+
+async def open_session(
+    replies: dict[str, Reply] | None = None,
+    *,
+    greeting: bytes = GREETING,
+    timeout_s: float = 1.0,
+    read_budget: int = 12 * 1024 * 1024,
+    login: bool = True,
+) -> tuple[ImapSession, Peer]:
+    table: dict[str, Reply] = {"LOGIN": tagged(LOGGED_IN), "EXAMINE": tagged(b"OK", EXAMINE)}
+    table.update(replies or {})
+    peer = Peer(table)
+    wire = WireProtocol(asyncio.get_running_loop(), read_budget=read_budget)
+    peer.wire = wire
+    wire.connection_made(peer)
+    session = ImapSession(peer, wire, timeout_s)
+    peer.feed(greeting)
+    await session.handshake()
+    if login:
+        await session.login("alice@example.test", Secret("alicepw"))
+    return session, peer
+
+
+def list_lines(count: int) -> bytes:
+    return b"".join(b'* LIST () "/" "folder %d"\r\n' % n for n in range(count))
+
+
+class TestHandshakeAndLogin:
+    async def test_greeting_capabilities_save_a_round_trip(self) -> None:
+        session, peer = await open_session()
+        assert peer.commands == ["LOGIN"]
+        assert "MOVE" in session.capabilities
+
+    async def test_username_is_quoted_and_an_8_bit_password_sent_as_a_literal(self) -> None:
+        session, peer = await open_session(login=False)
+        await session.login('al ice"x', Secret("pässw"))
+        assert peer.written[0].split(b" ", 1)[1] == b'LOGIN "al ice\\"x" {6+}\r\np\xc3\xa4ssw\r\n'
+
+    async def test_a_refused_login_is_a_generic_service_unavailable(self) -> None:
+        session, _ = await open_session(
+            {"LOGIN": tagged(b"NO [AUTHENTICATIONFAILED] Authentication failed.")}, login=False
+        )
+        with pytest.raises(ServiceUnavailable) as caught:
+            await session.login("alice@example.test", Secret("s3cret-value"))
+        assert str(caught.value) == ServiceUnavailable.default_message
+        assert not session.usable
+
+    async def test_a_bye_greeting_is_refused(self) -> None:
+        with pytest.raises(ServiceUnavailable):
+            await open_session(greeting=b"* BYE too many connections\r\n")
+
+    async def test_capabilities_are_asked_for_when_the_login_reply_has_none(self) -> None:
+        session, peer = await open_session(
+            {
+                "LOGIN": tagged(b"OK Logged in"),
+                "CAPABILITY": tagged(b"OK done", b"* CAPABILITY IMAP4rev1 IDLE\r\n"),
+            }
+        )
+        assert peer.commands == ["LOGIN", "CAPABILITY"]
+        assert session.capabilities == frozenset({"IMAP4REV1", "IDLE"})
+
+
+class TestResponses:
+    async def test_999_list_lines_in_one_read_parse_without_recursion_trouble(self) -> None:
+        session, _ = await open_session({"LIST": tagged(b"OK done", list_lines(999))})
+        folders = await list_folders(session)
+        assert len(folders) == 999
+        assert folders[-1].name == "folder 998"
+
+    async def test_more_than_1000_folders_is_a_safety_limit_and_the_session_survives(
+        self,
+    ) -> None:
+        session, _ = await open_session({"LIST": tagged(b"OK done", list_lines(1500))})
+        with pytest.raises(SafetyLimit):
+            await list_folders(session)
+        assert session.usable
+
+    async def test_star_space_inside_a_name_is_kept(self) -> None:
+        session, _ = await open_session(
+            {"LIST": tagged(b"OK done", b'* LIST () "/" "Reisen * 2024 * Plan"\r\n')}
+        )
+        assert [f.name for f in await list_folders(session)] == ["Reisen * 2024 * Plan"]
+
+    async def test_reading_past_the_budget_is_a_safety_limit_and_breaks_the_session(
+        self,
+    ) -> None:
+        session, _ = await open_session(
+            {"LIST": tagged(b"OK done", list_lines(100))}, read_budget=2000
+        )
+        with pytest.raises(SafetyLimit):
+            await list_folders(session)
+        assert not session.usable
+
+
+class TestFailures:
+    async def test_no_reply_to_a_read_is_service_unavailable(self) -> None:
+        session, _ = await open_session({"NOOP": silent}, timeout_s=0.2)
+        with pytest.raises(ServiceUnavailable):
+            await session.noop()
+        assert not session.usable
+
+    async def test_no_reply_to_a_mutation_is_outcome_unknown(self) -> None:
+        session, _ = await open_session({"CREATE": silent}, timeout_s=0.2)
+        with pytest.raises(OutcomeUnknown):
+            await session.command("CREATE", codec.mailbox_arg("New"))
+
+    async def test_a_lost_connection_fails_the_command_at_once(self) -> None:
+        session, peer = await open_session({"NOOP": silent}, timeout_s=30)
+
+        async def drop() -> None:
+            await asyncio.sleep(0.05)
+            peer.abort()
+
+        dropper = asyncio.create_task(drop())
+        with pytest.raises(ServiceUnavailable):
+            await asyncio.wait_for(session.noop(), 2)
+        await dropper
+
+    async def test_cancelling_a_command_leaves_the_session_unusable(self) -> None:
+        session, _ = await open_session({"NOOP": silent}, timeout_s=30)
+        task = asyncio.create_task(session.noop())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not session.usable
+
+    async def test_a_closed_session_refuses_commands(self) -> None:
+        session, _ = await open_session()
+        await session.close()
+        with pytest.raises(ServiceUnavailable):
+            await session.noop()
+
+
+class TestCommandSurface:
+    @pytest.mark.parametrize("name", ["CLOSE", "EXPUNGE", "FETCH", "SELECT", "XYZZY"])
+    async def test_unsafe_or_special_commands_are_not_available(self, name: str) -> None:
+        session, _ = await open_session()
+        with pytest.raises(ValueError):
+            await session.command(name)
+
+    async def test_selected_state_commands_need_a_select_in_this_lease(self) -> None:
+        session, _ = await open_session()
+        await session.examine("INBOX")
+        await session.uid_search(codec.atom("ALL"))
+        session.begin_lease()
+        with pytest.raises(RuntimeError):
+            await session.uid_search(codec.atom("ALL"))
+
+    async def test_examine_sends_condstore_and_an_encoded_name(self) -> None:
+        session, peer = await open_session()
+        result = await session.examine("Café")
+        assert peer.written[-1].split(b" ", 1)[1] == b'EXAMINE "Caf&AOk-" (CONDSTORE)\r\n'
+        assert (result.uid_validity, result.uid_next, result.exists) == (7, 4, 3)
+
+    async def test_uid_fetch_goes_in_batches_of_500(self) -> None:
+        session, peer = await open_session()
+        await session.examine("INBOX")
+        await session.uid_fetch(range(1, 1201), codec.raw("(FLAGS)"))
+        sent = [w.split(b" ", 1)[1] for w in peer.written[-3:]]
+        assert sent == [
+            b"UID FETCH 1:500 (FLAGS)\r\n",
+            b"UID FETCH 501:1000 (FLAGS)\r\n",
+            b"UID FETCH 1001:1200 (FLAGS)\r\n",
+        ]
+
+
+class TestPool:
+    @staticmethod
+    def factory(
+        replies: dict[str, Reply] | None = None, timeout_s: float = 1.0
+    ) -> Callable[[], Any]:
+        async def make() -> ImapSession:
+            session, _ = await open_session(replies, timeout_s=timeout_s)
+            return session
+
+        return make
+
+    async def test_sequential_leases_reuse_one_session(self) -> None:
+        pool = ImapPool(self.factory())
+        for _ in range(5):
+            async with pool.session() as session:
+                await session.noop()
+        assert (pool.opened, pool.idle_count) == (1, 1)
+
+    async def test_a_long_idle_session_is_noop_checked_and_dropped_when_dead(self) -> None:
+        pool = ImapPool(self.factory({"NOOP": tagged(b"BAD gone")}), idle_check_after_s=0)
+        async with pool.session():
+            pass
+        await asyncio.sleep(0.01)
+        async with pool.session():
+            pass
+        assert (pool.opened, pool.discarded) == (2, 1)
+
+    async def test_a_broken_session_is_not_returned(self) -> None:
+        pool = ImapPool(self.factory({"NOOP": silent}, timeout_s=0.05))
+        with pytest.raises(ServiceUnavailable):
+            async with pool.session() as session:
+                await session.noop()
+        assert (pool.idle_count, pool.discarded) == (0, 1)
+
+    async def test_concurrent_leases_never_exceed_the_size(self) -> None:
+        pool = ImapPool(self.factory(), size=2)
+        active = peak = 0
+
+        async def use() -> None:
+            nonlocal active, peak
+            async with pool.session():
+                active += 1
+                peak = max(peak, active)
+                await asyncio.sleep(0.01)
+                active -= 1
+
+        await asyncio.gather(*(use() for _ in range(6)))
+        assert (peak, pool.opened) == (2, 2)
+
+    async def test_aclose_logs_out_idle_sessions_and_refuses_new_leases(self) -> None:
+        pool = ImapPool(self.factory())
+        async with pool.session() as session:
+            pass
+        await pool.aclose()
+        assert not session.usable
+        with pytest.raises(ServiceUnavailable):
+            async with pool.session():
+                pass
