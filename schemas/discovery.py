@@ -1,4 +1,4 @@
-"""The tools/list payload, generated from the input Structs: descriptions, schemas, hints, scopes."""
+"""The tools/list payload generated from the input Structs: descriptions, schemas, hints."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def input_schema(tool: ToolSpec) -> JsonObj:
     roots, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
     keep = {cls.__name__: alias for cls, alias in tool.shared_defs}
     if not tool.actions:
-        schema = _resolve(roots[0], components, keep)
+        schema: JsonObj = _resolve(roots[0], components, keep)
     else:
         properties: JsonObj = {}
         for root in roots:
@@ -247,7 +247,8 @@ def tool_entries() -> list[JsonObj]:
                 "securitySchemes": schemes,
             }
         )
-    return json.loads(json.dumps(entries, sort_keys=True))
+    sorted_entries: list[JsonObj] = json.loads(json.dumps(entries, sort_keys=True))
+    return sorted_entries
 
 
 def compact_bytes(value: Any) -> bytes:

@@ -1,4 +1,4 @@
-"""Pure argument rules shared by the tool-input Structs (raise ValueError, which msgspec reports)."""
+"""Pure argument rules for the tool-input Structs; they raise ValueError, which msgspec reports."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def has_control_or_format(text: str) -> bool:
 
 
 def check_folder_name(name: str, what: str = "folder") -> None:
-    """Require a mailbox name of 1–1024 UTF-8 bytes without control or format characters."""
+    """Require a mailbox name of 1-1024 UTF-8 bytes without control or format characters."""
     try:
         size = len(name.encode("utf-8"))
     except UnicodeEncodeError:  # lone surrogates from JSON \ud800 escapes
@@ -66,6 +66,6 @@ def check_hex(value: str, length: int, what: str) -> None:
 
 
 def check_graph_id(value: str, what: str) -> None:
-    """Require a Microsoft Graph identifier of 1–1024 characters from [A-Za-z0-9_=-]."""
+    """Require a Microsoft Graph identifier of 1-1024 characters from [A-Za-z0-9_=-]."""
     if not _GRAPH_ID.fullmatch(value):
         raise ValueError(f"{what} must be 1-1024 characters from A-Z a-z 0-9 _ = -")

@@ -11,7 +11,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from schemas.discovery import compact_bytes, tool_entries  # noqa: E402
+from schemas.discovery import compact_bytes, tool_entries
 
 FIXTURE = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "tools-list.json"
 

@@ -1,1 +1,1 @@
-"""Tool inputs: one msgspec Struct per action, tagged by `action`; the single source of wire truth."""
+"""Tool inputs: one msgspec Struct per action, tagged by `action`: the source of wire truth."""

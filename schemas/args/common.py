@@ -62,19 +62,15 @@ class Search(Struct, forbid_unknown_fields=True):
     to: str | UnsetType = UNSET
     subject: str | UnsetType = UNSET
     participant: (
-        Annotated[
-            str, Meta(description="From/Reply-To/To/Cc substring, any case; never Bcc")
-        ]
+        Annotated[str, Meta(description="From/Reply-To/To/Cc substring, any case; never Bcc")]
         | UnsetType
     ) = UNSET
     message_id: Annotated[str, Meta(description="exact, case-sensitive")] | UnsetType = UNSET
     since: str | UnsetType = UNSET
     before: str | UnsetType = UNSET
-    unread: bool | None | UnsetType = UNSET
-    flagged: bool | None | UnsetType = UNSET
-    attention: (
-        Annotated[bool, Meta(description="unread OR flagged, ANDed")] | UnsetType
-    ) = UNSET
+    unread: bool | UnsetType | None = UNSET
+    flagged: bool | UnsetType | None = UNSET
+    attention: Annotated[bool, Meta(description="unread OR flagged, ANDed")] | UnsetType = UNSET
     cursor: str | UnsetType = UNSET
     limit: int | UnsetType = UNSET
 
@@ -84,9 +80,7 @@ class Search(Struct, forbid_unknown_fields=True):
         for name in ("query", "from_", "to", "subject"):
             value = getattr(self, name)
             if isinstance(value, str):
-                rules.check_filter_text(
-                    value, f"search.{name.rstrip('_')}", allow_controls=True
-                )
+                rules.check_filter_text(value, f"search.{name.rstrip('_')}", allow_controls=True)
         if isinstance(self.participant, str):
             rules.check_filter_text(self.participant, "search.participant")
         if isinstance(self.message_id, str):
@@ -135,9 +129,7 @@ class Message(Struct, forbid_unknown_fields=True):
     bcc: list[str] | UnsetType = UNSET
     subject: str | UnsetType = UNSET
     text: str | UnsetType = UNSET
-    html: Annotated[str, Meta(description="review before sending")] | UnsetType = (
-        UNSET
-    )
+    html: Annotated[str, Meta(description="review before sending")] | UnsetType = UNSET
     attachments: list[AttachmentIn] | UnsetType = UNSET
     in_reply_to: str | UnsetType = UNSET
     references: list[str] | UnsetType = UNSET

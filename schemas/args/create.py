@@ -9,9 +9,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from schemas import rules
 from schemas.args.common import Hex64, Message, Ref
 
-SourceDigest = Annotated[
-    Hex64, Meta(description="from mail_query draft, same reference")
-]
+SourceDigest = Annotated[Hex64, Meta(description="from mail_query draft, same reference")]
 Changes = Annotated[
     Message,
     Meta(

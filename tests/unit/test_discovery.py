@@ -51,7 +51,9 @@ class TestShape:
             "mail_send_confirmed",
         ] == [e["name"] for e in entries]
 
-    def test_each_tool_has_exactly_the_six_top_level_keys(self, entries: list[dict[str, Any]]) -> None:
+    def test_each_tool_has_exactly_the_six_top_level_keys(
+        self, entries: list[dict[str, Any]]
+    ) -> None:
         for entry in entries:
             assert {
                 "_meta",
@@ -73,7 +75,12 @@ class TestShape:
         }
         for name, entry in by_name(entries).items():
             hints = entry["annotations"]
-            assert set(hints) == {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+            assert set(hints) == {
+                "readOnlyHint",
+                "destructiveHint",
+                "idempotentHint",
+                "openWorldHint",
+            }
             assert expected[name] == (
                 hints["readOnlyHint"],
                 hints["destructiveHint"],
@@ -129,9 +136,9 @@ class TestShape:
         for name in ("mail_query", "mail_create", "mail_modify", "mail_prepare"):
             assert ["action"] == tools[name]["inputSchema"]["required"]
         assert ["folder"] == tools["mail_delete_permanently"]["inputSchema"]["required"]
-        assert ["prepared_id", "confirmed_digest", "append_sent"] == tools[
-            "mail_send_confirmed"
-        ]["inputSchema"]["required"]
+        assert ["prepared_id", "confirmed_digest", "append_sent"] == tools["mail_send_confirmed"][
+            "inputSchema"
+        ]["required"]
 
     def test_patterns_bounds_and_reference_limits(self, entries: list[dict[str, Any]]) -> None:
         tools = by_name(entries)
@@ -169,7 +176,9 @@ class TestShape:
             "mail_query.properties.search.properties.unread",
         ] == sorted(nullable)
 
-    def test_no_title_output_schema_or_default_anywhere(self, entries: list[dict[str, Any]]) -> None:
+    def test_no_title_output_schema_or_default_anywhere(
+        self, entries: list[dict[str, Any]]
+    ) -> None:
         text = compact_bytes(entries).decode()
         for key in ('"title"', '"outputSchema"', '"default"'):
             assert key not in text

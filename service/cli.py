@@ -1,0 +1,91 @@
+"""The `angelos` command: serve, check-config, demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+import structlog
+
+from service.config import Config, check_config_lines, load_config
+from service.logging import configure_logging
+
+log = structlog.get_logger("angelos")
+
+
+def startup_problems(config: Config) -> list[str]:
+    """Return the problems that stop a local server (HTTP auth settings are not needed there)."""
+    problems = [p for p in config.problems if p not in config.http_auth_problems]
+    if config.mail is None and not problems:
+        problems.append("mailbox configuration is missing")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run the chosen command; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="angelos", description="MCP server for one mailbox")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve MCP over stdio or HTTP")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=None, help="HTTP port (default: $PORT or 8080)")
+    serve.add_argument(
+        "--insecure-local-owner",
+        metavar="NAME",
+        help="serve HTTP without authentication on loopback only, as owner NAME",
+    )
+    sub.add_parser("check-config", help="print the effective configuration and any problems")
+    sub.add_parser("demo", help="show the demo mailbox through a real MCP client")
+    args = parser.parse_args(argv)
+    config = load_config(os.environ)
+    if args.command == "check-config":
+        for line in check_config_lines(config):
+            print(line)
+        return 1 if startup_problems(config) else 0
+    configure_logging()
+    if args.command == "demo":
+        from service.demo import run_demo
+
+        return asyncio.run(run_demo())
+    if args.transport == "stdio":
+        return serve_stdio(config)
+    return serve_http(config, args.host, args.port or config.port, args.insecure_local_owner)
+
+
+def serve_stdio(config: Config) -> int:
+    """Serve one MCP client on stdin/stdout, refusing to start on bad configuration."""
+    problems = startup_problems(config)
+    if problems or config.local is None:
+        for line in problems or ["ANGELOS_LOCAL_SCOPES/ANGELOS_LOCAL_OWNER are invalid"]:
+            print(f"angelos: {line}", file=sys.stderr)
+        return 2
+    from service.transports.stdio import run_stdio
+
+    asyncio.run(run_stdio(config, config.local))
+    return 0
+
+
+def serve_http(config: Config, host: str, port: int, owner: str | None) -> int:
+    """Serve stateless HTTP; until bearer authentication exists, only as a loopback owner."""
+    from service.transports.http import is_loopback
+    from service.transports.serve_http import run_http
+
+    if not owner:
+        print(
+            "angelos: HTTP bearer authentication is not available in this release; "
+            "bind to loopback and pass --insecure-local-owner NAME",
+            file=sys.stderr,
+        )
+        return 2
+    if not is_loopback(host):
+        print("angelos: --insecure-local-owner serves only on a loopback address", file=sys.stderr)
+        return 2
+    asyncio.run(run_http(config, host, port, owner))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""Stateless streamable HTTP on one aiohttp port: /mcp, /healthz and resource metadata."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from service.config import Config
+from service.context import VERSION
+from service.transports.asgi_bridge import mount_asgi
+
+MAX_BODY = 8 * 1024 * 1024
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+log = structlog.get_logger("angelos.http")
+
+
+def is_loopback(host: str) -> bool:
+    """Tell whether a bind address is a loopback address or the name localhost."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _security_headers(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+
+
+@web.middleware
+async def _reject_bad_host(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    if any(ch in request.headers.get("Host", "") for ch in "\r\n"):
+        return web.Response(status=400, text="invalid host")
+    return await handler(request)
+
+
+def healthz_body(config: Config, configured: bool) -> dict[str, Any]:
+    """Describe the service for /healthz without secrets or any network check."""
+    body: dict[str, Any] = {"service": "angelos", "version": VERSION, "configured": configured}
+    if config.mail is not None:
+        body["mail_provider"] = config.mail.provider
+        body["mail_auth_mode"] = config.mail.auth_mode
+    return body
+
+
+def build_http_app(config: Config, asgi_app: Any | None) -> web.Application:
+    """Build the aiohttp application; without an ASGI app, /mcp answers 503 (fail closed)."""
+    app = web.Application(middlewares=[_reject_bad_host], client_max_size=MAX_BODY)
+    app.on_response_prepare.append(_security_headers)
+    configured = asgi_app is not None
+
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        if request.method != "GET":
+            return web.Response(status=405)
+        return web.json_response(healthz_body(config, configured))
+
+    async def resource_metadata(request: web.Request) -> web.StreamResponse:
+        auth = config.http_auth
+        if auth is None:
+            raise web.HTTPNotFound()
+        if request.method not in ("GET", "HEAD"):
+            return web.Response(status=405, headers={"Allow": "GET, HEAD"})
+        document = {
+            "resource": auth.resource_url,
+            "authorization_servers": [auth.issuer],
+            "scopes_supported": ["mail.read", "mail.write", "mail.send"],
+            "bearer_methods_supported": ["header"],
+        }
+        response = web.json_response(document, headers={"Cache-Control": "public, max-age=300"})
+        if request.method == "HEAD":
+            response.body = b""
+        return response
+
+    async def not_configured(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=503, text="Angelos is not configured")
+
+    app.router.add_route("*", "/healthz", healthz)
+    app.router.add_route("*", "/.well-known/oauth-protected-resource", resource_metadata)
+    app.router.add_route("*", "/.well-known/oauth-protected-resource/mcp", resource_metadata)
+    if asgi_app is None:
+        app.router.add_route("*", "/mcp", not_configured)
+    else:
+        mount_asgi(app, asgi_app)
+    return app

@@ -1,0 +1,56 @@
+"""Run the HTTP transport: aiohttp on one port, the MCP app mounted at /mcp."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import structlog
+from aiohttp import web
+
+from service.app import build_app
+from service.config import Config
+from service.context import AppContext
+from service.mcp_server import build_server
+from service.principal import local_principal
+from service.transports.http import MAX_BODY, build_http_app
+
+log = structlog.get_logger("angelos.http")
+
+
+def http_application(
+    config: Config, host: str, owner: str
+) -> tuple[web.Application, AppContext | None]:
+    """Build the aiohttp app; bad mailbox or store configuration serves 503 on /mcp."""
+    mcp_ready = config.mail is not None and config.store is not None and config.local is not None
+    if not mcp_ready:
+        log.warning("MCP unavailable: mailbox or store configuration is incomplete or invalid")
+        return build_http_app(config, None), None
+    assert config.local is not None
+    app = build_app(config)
+    principal = local_principal(owner, config.local.scopes)
+    server = build_server(app, lambda ctx: principal)
+    asgi = server.streamable_http_app(
+        stateless_http=True, json_response=True, host=host, max_request_body_size=MAX_BODY
+    )
+    return build_http_app(config, asgi), app
+
+
+async def run_http(config: Config, host: str, port: int, owner: str) -> None:
+    """Serve until SIGTERM or SIGINT, then close connections."""
+    web_app, app = http_application(config, host, owner)
+    runner = web.AppRunner(web_app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    log.info("Angelos listening", host=host, port=port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        if app is not None:
+            await app.aclose()

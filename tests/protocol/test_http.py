@@ -1,0 +1,201 @@
+"""The MCP boundary over stateless HTTP served by aiohttp, in both protocol eras."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from mcp import Client
+from support.angelos_process import ROOT, angelos_command, clean_env, free_port, http_server
+
+from schemas.discovery import compact_bytes
+
+FIXTURE = ROOT / "fixtures" / "tools-list.json"
+ERAS = ["legacy", "2026-07-28"]
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def base_url(services: Any) -> Iterator[str]:
+    with http_server(services.product_env, "--insecure-local-owner", "tester") as base:
+        yield base
+
+
+async def post_rpc(base: str, method: str, params: dict[str, Any], version: str) -> dict[str, Any]:
+    headers = {**JSON_HEADERS, "MCP-Protocol-Version": version}
+    if version == "2026-07-28":
+        headers["Mcp-Method"] = method
+        params = {
+            **params,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": version,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        }
+        if method == "tools/call":
+            headers["Mcp-Name"] = params["name"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{base}/mcp", json=body, headers=headers) as response,
+    ):
+        assert 200 == response.status, await response.text()
+        reply: dict[str, Any] = await response.json()
+        return reply
+
+
+class TestDiscoveryOnTheWire:
+    @pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+    async def test_tools_array_equals_the_reviewed_fixture_byte_for_byte(
+        self, base_url: str, version: str
+    ) -> None:
+        reply = await post_rpc(base_url, "tools/list", {}, version)
+        tools = reply["result"]["tools"]
+        wire = compact_bytes(tools)
+        print(f"wire discovery ({version}): {len(wire)} bytes")
+        assert FIXTURE.read_bytes() == wire + b"\n"
+
+    async def test_top_level_security_schemes_mirror_the_meta_copy(self, base_url: str) -> None:
+        reply = await post_rpc(base_url, "tools/list", {}, "2025-11-25")
+        for tool in reply["result"]["tools"]:
+            assert tool["securitySchemes"] == tool["_meta"]["securitySchemes"]
+
+
+class TestClientSessions:
+    @pytest.mark.parametrize("mode", ERAS)
+    async def test_folders_through_mcp_client(self, base_url: str, mode: str) -> None:
+        async with Client(f"{base_url}/mcp", mode=mode) as client:
+            result = await client.call_tool("mail_query", {"action": "folders"})
+        assert result.is_error is False and result.structured_content is not None
+        names = [f["name"] for f in result.structured_content["folders"]]
+        assert "INBOX" in names and "Projets/Café Été 2026" in names
+
+    @pytest.mark.parametrize("mode", ERAS)
+    async def test_application_error_text_equals_structured_content(
+        self, base_url: str, mode: str
+    ) -> None:
+        async with Client(f"{base_url}/mcp", mode=mode) as client:
+            result = await client.call_tool("mail_query", {"action": "folders", "credential": "x"})
+        assert result.is_error is True and result.structured_content is not None
+        assert "invalid_arguments" == result.structured_content["error_code"]
+        assert json.loads(result.content[0].text) == result.structured_content
+
+
+class TestHttpSurface:
+    async def test_healthz_reports_configured_with_the_mailbox_labels(self, base_url: str) -> None:
+        async with aiohttp.ClientSession() as session, session.get(f"{base_url}/healthz") as r:
+            assert 200 == r.status
+            body = await r.json()
+            assert "nosniff" == r.headers["X-Content-Type-Options"]
+            assert "DENY" == r.headers["X-Frame-Options"]
+            assert "no-referrer" == r.headers["Referrer-Policy"]
+            assert (
+                "default-src 'none'; frame-ancestors 'none'" == r.headers["Content-Security-Policy"]
+            )
+            assert "no-store" == r.headers["Cache-Control"]
+        assert {
+            "service": "angelos",
+            "version": body["version"],
+            "configured": True,
+            "mail_provider": "custom",
+            "mail_auth_mode": "password",
+        } == body
+
+    @pytest.mark.parametrize("method", ["POST", "HEAD"])
+    async def test_healthz_answers_405_to_other_methods(self, base_url: str, method: str) -> None:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.request(method, f"{base_url}/healthz") as r,
+        ):
+            assert 405 == r.status
+
+    async def test_mcp_responses_carry_the_security_headers(self, base_url: str) -> None:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {**JSON_HEADERS, "MCP-Protocol-Version": "2025-11-25"}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{base_url}/mcp", json=body, headers=headers) as r,
+        ):
+            assert 200 == r.status
+            assert "nosniff" == r.headers["X-Content-Type-Options"]
+            assert "DENY" == r.headers["X-Frame-Options"]
+
+    async def test_a_foreign_host_header_is_refused(self, base_url: str) -> None:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {**JSON_HEADERS, "Host": "attacker.example.com"}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{base_url}/mcp", json=body, headers=headers) as r,
+        ):
+            assert r.status in (400, 403, 421)
+
+    async def test_a_request_body_over_8_mib_is_refused(self, base_url: str) -> None:
+        big = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "mail_query",
+                "arguments": {"action": "folders", "x": "a" * (8 * 1024 * 1024)},
+            },
+        }
+        headers = {**JSON_HEADERS, "MCP-Protocol-Version": "2025-11-25"}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{base_url}/mcp", data=json.dumps(big), headers=headers) as r,
+        ):
+            assert r.status == 413
+
+
+class TestStartupRules:
+    def test_unconfigured_server_serves_503_and_healthz_false(self, tmp_path: Path) -> None:
+        with http_server(
+            {"ANGELOS_DATA_DIR": str(tmp_path)}, "--insecure-local-owner", "t"
+        ) as base:
+            with urllib.request.urlopen(f"{base}/healthz") as r:
+                body = json.loads(r.read())
+            assert body["configured"] is False and "mail_provider" not in body
+            request = urllib.request.Request(f"{base}/mcp", data=b"{}", method="POST")
+            with pytest.raises(urllib.error.HTTPError) as caught:
+                urllib.request.urlopen(request)
+            assert 503 == caught.value.code
+            assert b"Angelos is not configured" == caught.value.read()
+
+    def test_http_without_the_insecure_flag_refuses_to_start(self) -> None:
+        proc = subprocess.run(
+            angelos_command("serve", "--transport", "http", "--port", str(free_port())),
+            env=clean_env({}),
+            cwd=ROOT,
+            capture_output=True,
+            timeout=30,
+        )
+        assert 2 == proc.returncode
+        assert b"--insecure-local-owner" in proc.stderr
+
+    def test_insecure_mode_refuses_a_non_loopback_address(self) -> None:
+        proc = subprocess.run(
+            angelos_command(
+                "serve",
+                "--transport",
+                "http",
+                "--host",
+                "0.0.0.0",
+                "--port",
+                str(free_port()),
+                "--insecure-local-owner",
+                "x",
+            ),
+            env=clean_env({}),
+            cwd=ROOT,
+            capture_output=True,
+            timeout=30,
+        )
+        assert 2 == proc.returncode
+        assert b"loopback" in proc.stderr

@@ -1,0 +1,150 @@
+"""The MCP boundary over stdio, through mcp's own Client, in both protocol eras."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from support.angelos_process import ROOT, angelos_command, clean_env
+
+ERAS = ["legacy", "2026-07-28"]
+
+
+def stdio_target(env: dict[str, str]) -> StdioServerParameters:
+    command = angelos_command("serve", "--transport", "stdio")
+    return StdioServerParameters(command=command[0], args=command[1:], env=clean_env(env), cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def env(services: Any) -> dict[str, str]:
+    return dict(services.product_env)
+
+
+class TestStdioSession:
+    @pytest.mark.parametrize("mode", ERAS)
+    async def test_discovery_lists_six_tools_in_either_era(
+        self, env: dict[str, str], mode: str
+    ) -> None:
+        async with Client(stdio_target(env), mode=mode) as client:
+            tools = (await client.list_tools()).tools
+        assert [
+            "mail_create",
+            "mail_delete_permanently",
+            "mail_modify",
+            "mail_prepare",
+            "mail_query",
+            "mail_send_confirmed",
+        ] == [t.name for t in tools]
+
+    @pytest.mark.parametrize("mode", ERAS)
+    async def test_capabilities_come_from_the_real_dovecot(
+        self, env: dict[str, str], mode: str
+    ) -> None:
+        async with Client(stdio_target(env), mode=mode) as client:
+            result = await client.call_tool("mail_query", {"action": "capabilities"})
+        assert result.is_error is False
+        body = result.structured_content
+        assert body is not None
+        assert json.loads(result.content[0].text) == body
+        assert body["server"]["move"] and body["server"]["uid_expunge"]
+        assert ["Trash"] == body["server"]["special_folders"]["trash"]
+        assert body["mailbox_writes_enabled"] is False
+        assert body["send_enabled"] is False
+
+    async def test_folders_list_the_exact_unicode_names(self, env: dict[str, str]) -> None:
+        async with Client(stdio_target(env)) as client:
+            result = await client.call_tool("mail_query", {"action": "folders"})
+        assert result.structured_content is not None
+        names = {f["name"] for f in result.structured_content["folders"]}
+        assert {"INBOX", "Drafts", "Sent", "Trash", "Archive"} <= names
+        assert "Projets/Café Été 2026" in names
+
+    async def test_malformed_call_is_an_application_error_with_recovery(
+        self, env: dict[str, str]
+    ) -> None:
+        async with Client(stdio_target(env)) as client:
+            result = await client.call_tool("mail_query", {"action": "folders", "detail": "full"})
+        body = result.structured_content
+        assert result.is_error is True and body is not None
+        assert "invalid_arguments" == body["error_code"]
+        assert body["retry_safe"] is True
+        assert {"transport_retry_safe": True, "action": "correct_input"} == body["retry"]
+        assert body["outcome"] is None
+        assert json.loads(result.content[0].text) == body
+
+    async def test_an_operation_not_built_yet_says_so_by_name(self, env: dict[str, str]) -> None:
+        async with Client(stdio_target(env)) as client:
+            result = await client.call_tool(
+                "mail_query",
+                {"action": "draft", "reference": {"folder": "Drafts", "uid_validity": 1, "uid": 1}},
+            )
+        body = result.structured_content
+        assert result.is_error is True and body is not None
+        assert "unsupported_operation" == body["error_code"]
+        assert "mail_query action 'draft'" in body["error"]
+
+    async def test_write_tool_without_write_scope_is_insufficient_scope(
+        self, env: dict[str, str]
+    ) -> None:
+        async with Client(stdio_target(env)) as client:
+            result = await client.call_tool("mail_create", {"action": "folder", "name": "Nope"})
+        body = result.structured_content
+        assert result.is_error is True and body is not None
+        assert "insufficient_scope" == body["error_code"]
+        assert "mail.write" == body["required_scope"]
+        assert "insufficient OAuth scope" == result.content[0].text
+
+    async def test_scoped_but_disabled_writes_are_deployment_disabled(
+        self, env: dict[str, str]
+    ) -> None:
+        scoped = {**env, "ANGELOS_LOCAL_SCOPES": "mail.read mail.write"}
+        async with Client(stdio_target(scoped)) as client:
+            result = await client.call_tool("mail_create", {"action": "folder", "name": "Nope"})
+        body = result.structured_content
+        assert body is not None and "deployment_disabled" == body["error_code"]
+        assert "disabled by the server operator" in body["error"]
+        assert result.meta is None or "mcp/www_authenticate" not in result.meta
+
+
+class TestStdioStartup:
+    def test_invalid_configuration_refuses_to_start_with_one_line_per_problem(self) -> None:
+        bad = {
+            "MAIL_PROVIDER": "custom",
+            "MAIL_USERNAME": "a@example.test",
+            "MAIL_PASSWORD": "pw-not-shown",
+            "IMAP_HOST": "127.0.0.1",
+        }
+        proc = subprocess.run(
+            angelos_command("serve", "--transport", "stdio"),
+            env=clean_env(bad),
+            cwd=ROOT,
+            capture_output=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+        err = proc.stderr.decode()
+        assert 2 == proc.returncode
+        assert "IMAP_HOST" in err and "SMTP_HOST" in err
+        assert "pw-not-shown" not in err
+        assert b"" == proc.stdout
+
+    def test_check_config_reports_the_same_problems_and_fails(self) -> None:
+        bad = {
+            "MAIL_PROVIDER": "custom",
+            "MAIL_USERNAME": "a@example.test",
+            "MAIL_PASSWORD": "pw-not-shown",
+            "IMAP_HOST": "127.0.0.1",
+        }
+        proc = subprocess.run(
+            angelos_command("check-config"),
+            env=clean_env(bad),
+            cwd=ROOT,
+            capture_output=True,
+            timeout=30,
+        )
+        out = proc.stdout.decode()
+        assert 0 != proc.returncode
+        assert "IMAP_HOST" in out and "pw-not-shown" not in out
