@@ -28,65 +28,91 @@ class MailError(Exception):
 
 
 class InvalidArguments(MailError):
+    """The request is malformed; nothing touched the mailbox, store or SMTP."""
+
     code = "invalid_arguments"
     default_message = "invalid request"
 
 
 class StaleReference(MailError):
+    """The reference's UIDVALIDITY no longer matches the live folder."""
+
     code = "stale_reference"
     default_message = "UIDVALIDITY changed; search again"
 
 
 class Conflict(MailError):
+    """The message changed concurrently (CONDSTORE/MODIFIED); nothing was applied."""
+
     code = "conflict"
     default_message = "message changed concurrently; read it again before changing flags"
 
 
 class DraftConflict(Conflict):
+    """The draft source changed since it was read; the original was not changed."""
+
     default_message = "the draft source changed; read the draft again before revising or preparing"
 
 
 class NotFound(MailError):
+    """The message (or attachment) is not there any more."""
+
     code = "not_found"
     default_message = "message not found"
 
 
 class UnsupportedOperation(MailError):
+    """The server or provider cannot do this safely."""
+
     code = "unsupported_operation"
     default_message = "operation not safely supported"
 
 
 class SafetyLimit(MailError):
+    """A size or count limit was hit; narrow the request."""
+
     code = "safety_limit"
     default_message = "server response exceeded safety limits"
 
 
 class ServiceUnavailable(MailError):
+    """Connecting, TLS, login or a command failed with a definite answer or none at all."""
+
     code = "service_unavailable"
     default_message = "mail service unavailable or authentication failed"
 
 
 class OutcomeUnknown(MailError):
+    """A mutation was sent but its reply was lost: it may have happened."""
+
     code = "outcome_unknown"
     default_message = "the change may have succeeded; verify before retrying"
 
 
 class DeadlineExceeded(MailError, TimeoutError):
+    """The per-call deadline expired (also a TimeoutError)."""
+
     code = "deadline_exceeded"
     default_message = "the call deadline expired"
 
 
 class Canceled(MailError):
+    """The client cancelled the call."""
+
     code = "canceled"
     default_message = "the request was cancelled"
 
 
 class DeploymentDisabled(MailError):
+    """The operator's gates or missing store forbid this operation."""
+
     code = "deployment_disabled"
     default_message = "this capability is disabled by the operator"
 
 
 class InsufficientScope(MailError):
+    """The caller's token lacks `required_scope`."""
+
     code = "insufficient_scope"
     default_message = "insufficient OAuth scope"
 
@@ -98,5 +124,7 @@ class InsufficientScope(MailError):
 
 
 class OperationFailed(MailError):
+    """An unclassified failure; inspect any partial outcome."""
+
     code = "operation_failed"
     default_message = "the operation failed"

@@ -66,7 +66,12 @@ class ImapPool:
     async def _checkout(self) -> ImapSession:
         while self._idle:
             session = self._idle.pop()
-            if session.usable and await self._still_alive(session):
+            try:
+                alive = session.usable and await self._still_alive(session)
+            except BaseException:  # cancelled during the NOOP: the session is in no list now
+                await session.close()
+                raise
+            if alive:
                 session.begin_lease()
                 return session
             self.discarded += 1

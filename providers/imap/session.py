@@ -33,15 +33,42 @@ _LINES_PER_FEED = 128  # keeps aioimaplib's one-frame-per-line recursion far fro
 
 # Commands that change the mailbox: a lost reply means the outcome is unknown, not "failed".
 _MUTATING = frozenset(
-    {"APPEND", "COPY", "CREATE", "DELETE", "EXPUNGE", "MOVE", "RENAME", "STORE", "SUBSCRIBE",
-     "UNSUBSCRIBE", "SETACL", "DELETEACL", "SETQUOTA"}
+    {
+        "APPEND",
+        "COPY",
+        "CREATE",
+        "DELETE",
+        "EXPUNGE",
+        "MOVE",
+        "RENAME",
+        "STORE",
+        "SUBSCRIBE",
+        "UNSUBSCRIBE",
+        "SETACL",
+        "DELETEACL",
+        "SETQUOTA",
+    }
 )
-_NEEDS_SELECTED = frozenset({"CHECK", "COPY", "EXPUNGE", "MOVE", "SEARCH", "SORT", "STORE",
-                             "THREAD", "FETCH"})
+_NEEDS_SELECTED = frozenset(
+    {"CHECK", "COPY", "EXPUNGE", "MOVE", "SEARCH", "SORT", "STORE", "THREAD", "FETCH"}
+)
 # CLOSE and plain EXPUNGE expunge every \Deleted message of the folder (auth-config §6.2);
 # FETCH goes through uid_fetch (batching), APPEND/LOGIN/LOGOUT/SELECT through their methods.
-_REFUSED = frozenset({"CLOSE", "FETCH", "APPEND", "LOGIN", "LOGOUT", "AUTHENTICATE", "IDLE",
-                      "STARTTLS", "COMPRESS", "SELECT", "EXAMINE"})
+_REFUSED = frozenset(
+    {
+        "CLOSE",
+        "FETCH",
+        "APPEND",
+        "LOGIN",
+        "LOGOUT",
+        "AUTHENTICATE",
+        "IDLE",
+        "STARTTLS",
+        "COMPRESS",
+        "SELECT",
+        "EXAMINE",
+    }
+)
 
 
 class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
@@ -384,8 +411,9 @@ class ImapSession:
         command.args = tuple(args)
         return command
 
-    async def _run(self, command: Any, *, scrub: str | None = None, mutating: bool = False
-                   ) -> ImapResponse:
+    async def _run(
+        self, command: Any, *, scrub: str | None = None, mutating: bool = False
+    ) -> ImapResponse:
         if not self.usable:
             raise ServiceUnavailable("the IMAP connection is closed")
         async with self._lock:

@@ -112,9 +112,7 @@ class TestCommands:
         assert result.uid_next == status.items["UIDNEXT"]
         assert result.highest_modseq > 0
 
-    async def test_append_reports_appenduid_and_search_finds_it(
-        self, session: ImapSession
-    ) -> None:
+    async def test_append_reports_appenduid_and_search_finds_it(self, session: ImapSession) -> None:
         folder = f"session {uuid.uuid4().hex[:8]}"
         await session.command("CREATE", codec.mailbox_arg(folder))
         try:

@@ -123,7 +123,7 @@ class TestArguments:
 
 class TestTokenizer:
     def test_lists_strings_atoms_nil_and_literals(self) -> None:
-        tokens = codec.tokenize([b'1 FETCH (FLAGS (\\Seen) X NIL BODY[] {5}', b"a)b\r\n", b")"])
+        tokens = codec.tokenize([b"1 FETCH (FLAGS (\\Seen) X NIL BODY[] {5}", b"a)b\r\n", b")"])
         assert tokens == ["1", "FETCH", ["FLAGS", ["\\Seen"], "X", None, "BODY[]", b"a)b\r\n"]]
 
     def test_brackets_keep_their_spaces_inside_the_atom(self) -> None:
@@ -220,15 +220,18 @@ class TestSelectAndStatus:
 
     def test_examine_reports_uidvalidity_uidnext_modseq_flags_and_mode(self) -> None:
         result = codec.parse_select(self.EXAMINE)
-        assert codec.SelectResult(
-            uid_validity=1796034106,
-            uid_next=4,
-            exists=3,
-            highest_modseq=18446744073709551615,
-            flags=["\\Answered", "\\Flagged", "\\Deleted", "\\Seen", "\\Draft"],
-            permanent_flags=["\\Seen", "\\*"],
-            read_only=True,
-        ) == result
+        assert (
+            codec.SelectResult(
+                uid_validity=1796034106,
+                uid_next=4,
+                exists=3,
+                highest_modseq=18446744073709551615,
+                flags=["\\Answered", "\\Flagged", "\\Deleted", "\\Seen", "\\Draft"],
+                permanent_flags=["\\Seen", "\\*"],
+                read_only=True,
+            )
+            == result
+        )
 
     def test_select_without_uidvalidity_is_unusable(self) -> None:
         response = ImapResponse("OK", b"[READ-WRITE] ok", [b"3 EXISTS", b"OK [UIDNEXT 4] x"])

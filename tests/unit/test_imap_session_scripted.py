@@ -17,9 +17,7 @@ from schemas.secret import Secret
 
 GREETING = b"* OK [CAPABILITY IMAP4rev1 LITERAL+ AUTH=PLAIN] ready\r\n"
 LOGGED_IN = b"OK [CAPABILITY IMAP4rev1 LITERAL+ MOVE UIDPLUS CONDSTORE SPECIAL-USE] Logged in"
-EXAMINE = (
-    b"* FLAGS (\\Seen)\r\n* 3 EXISTS\r\n* OK [UIDVALIDITY 7] ok\r\n* OK [UIDNEXT 4] ok\r\n"
-)
+EXAMINE = b"* FLAGS (\\Seen)\r\n* 3 EXISTS\r\n* OK [UIDVALIDITY 7] ok\r\n* OK [UIDNEXT 4] ok\r\n"
 
 # A reply maker gets (tag, command line) and returns the bytes to send, or None for silence.
 Reply = Callable[[str, str], bytes | None]
