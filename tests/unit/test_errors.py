@@ -1,0 +1,46 @@
+"""The typed error hierarchy: one class per outcome a caller can tell apart (tools.md §6.2)."""
+
+from __future__ import annotations
+
+from schemas import errors
+
+CODES = {
+    "invalid_arguments", "stale_reference", "conflict", "not_found", "unsupported_operation",
+    "safety_limit", "service_unavailable", "outcome_unknown", "deadline_exceeded", "canceled",
+    "deployment_disabled", "insufficient_scope", "operation_failed",
+}  # fmt: skip
+
+
+def all_error_classes() -> list[type[errors.MailError]]:
+    found: list[type[errors.MailError]] = []
+    pending: list[type[errors.MailError]] = [errors.MailError]
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+class TestErrors:
+    def test_the_classes_cover_exactly_the_13_codes(self) -> None:
+        assert {cls.code for cls in all_error_classes()} == CODES
+
+    def test_the_draft_conflict_is_a_conflict(self) -> None:
+        error = errors.DraftConflict()
+        assert isinstance(error, errors.Conflict)
+        assert error.code == "conflict"
+        assert error.message != errors.Conflict().message
+
+    def test_an_expired_deadline_is_also_a_timeout_error(self) -> None:
+        error = errors.DeadlineExceeded()
+        assert isinstance(error, TimeoutError)
+        assert str(error) == errors.DeadlineExceeded.default_message
+
+    def test_a_partial_outcome_travels_with_the_error(self) -> None:
+        outcome = {"status": "unknown"}
+        assert errors.OutcomeUnknown(outcome=outcome).outcome is outcome
+        assert errors.ServiceUnavailable().outcome is None
+
+    def test_a_scope_error_names_the_missing_scope(self) -> None:
+        error = errors.InsufficientScope("mail.send")
+        assert (error.code, error.required_scope) == ("insufficient_scope", "mail.send")
