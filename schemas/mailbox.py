@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from msgspec import Struct, field
 
-from msgspec import Meta, Struct, field
+from schemas.args.common import Ref
 
-UInt32 = Annotated[int, Meta(ge=0, le=4_294_967_295)]
+# One shape in and out: the reference a result returns is the one a call accepts.
+Reference = Ref
 
 # Special-use roles reported in `special_folders` (tools.md §7.1), keyed by the LIST attribute.
 SPECIAL_USE_ROLES: dict[str, str] = {
@@ -40,14 +41,3 @@ class ServerCapabilities(Struct, frozen=True):
     gmail_labels: bool
     permanent_delete: bool
     smtp_stores_sent: bool
-
-
-class Reference(Struct, frozen=True, omit_defaults=True):
-    """An exact message reference (tools.md §5.1); zero and empty members are omitted."""
-
-    folder: str
-    uid_validity: UInt32 = 0
-    uid: UInt32 = 0
-    provider: str = ""
-    account: str = ""
-    id: str = ""

@@ -16,6 +16,7 @@ from typing import NewType, TypeAlias
 
 from msgspec import Struct, field
 
+from schemas import rules
 from schemas.errors import InvalidArguments, SafetyLimit, ServiceUnavailable
 from schemas.mailbox import Folder
 
@@ -24,7 +25,6 @@ from schemas.mailbox import Folder
 Arg = NewType("Arg", str)
 
 UID_MAX = 4_294_967_295
-MAX_FOLDER_BYTES = 1024
 MAX_CLEAN_BYTES = 256
 FETCH_BATCH = 500  # aioimaplib recursion and O(n²) FETCH parsing (notes/stack.md §3.2)
 
@@ -39,13 +39,9 @@ _RAW_SAFE = re.compile(r"[\x20-\x7e]*")
 def folder_name_problem(name: str) -> str | None:
     """Say why a folder name breaks tools.md §5.1 (1-1024 UTF-8 bytes, no Cc/Cf), or None."""
     try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError:  # lone surrogates
-        return "folder name must be valid UTF-8"
-    if not 1 <= size <= MAX_FOLDER_BYTES:
-        return f"folder name must be 1-{MAX_FOLDER_BYTES} UTF-8 bytes"
-    if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in name):
-        return "folder name must not contain control or format characters"
+        rules.check_folder_name(name, "folder name")
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
