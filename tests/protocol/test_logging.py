@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client, StdioServerParameters
-
 from support.angelos_process import ROOT, angelos_command, clean_env
 
 SECRET_QUERY = "TOP-SECRET-PHRASE-4711"
@@ -18,7 +17,9 @@ async def test_each_call_logs_operation_duration_and_outcome_without_content(
     services: Any, tmp_path: Path
 ) -> None:
     log_file = tmp_path / "stderr.log"
-    command = " ".join(shlex.quote(part) for part in angelos_command("serve", "--transport", "stdio"))
+    command = " ".join(
+        shlex.quote(part) for part in angelos_command("serve", "--transport", "stdio")
+    )
     target = StdioServerParameters(
         command="sh",
         args=["-c", f"exec {command} 2>>{shlex.quote(str(log_file))}"],
