@@ -1,0 +1,130 @@
+"""UID FETCH responses as per-message attribute maps, and the bounded raw-message fetch of reads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from msgspec import Struct
+
+from providers.imap import codec
+from providers.imap.codec import Atom, ImapResponse, Token
+from providers.imap.session import ImapSession
+from schemas.errors import NotFound, SafetyLimit, ServiceUnavailable, StaleReference
+from schemas.mailbox import Reference
+
+RAW_PREFIX = 5 * 1024 * 1024  # bytes of a message a read may use (tools.md §7.6)
+FetchAttrs = dict[str, Token]
+
+
+def parse_fetch(response: ImapResponse) -> list[FetchAttrs]:
+    """Turn the untagged FETCH responses into attribute maps keyed by upper-cased item name."""
+    messages: list[FetchAttrs] = []
+    for group in codec.group_responses(response.lines):
+        tokens = codec.tokenize(group)
+        if len(tokens) < 3 or not isinstance(tokens[1], Atom) or tokens[1].upper() != "FETCH":
+            continue
+        items = tokens[2]
+        if not isinstance(items, list) or len(items) % 2:
+            raise ServiceUnavailable("malformed IMAP FETCH response")
+        attrs: FetchAttrs = {}
+        for key, value in zip(items[::2], items[1::2], strict=True):
+            if not isinstance(key, Atom):
+                raise ServiceUnavailable("malformed IMAP FETCH response")
+            attrs[key.upper()] = value
+        messages.append(attrs)
+    return messages
+
+
+def number(attrs: FetchAttrs, key: str) -> int:
+    """Read an integer item (UID, RFC822.SIZE); a missing or bad one is a server fault."""
+    value = attrs.get(key)
+    if not isinstance(value, Atom) or not value.isdigit():
+        raise ServiceUnavailable(f"IMAP FETCH lacks a valid {key}")
+    return int(value)
+
+
+def modseq(attrs: FetchAttrs) -> int:
+    """Read MODSEQ (a one-element list) or 0 when the server sent none."""
+    value = attrs.get("MODSEQ")
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], Atom):
+        return int(value[0]) if value[0].isdigit() else 0
+    return 0
+
+
+def flags(attrs: FetchAttrs) -> list[str]:
+    """Read FLAGS as strings in server order."""
+    value = attrs.get("FLAGS")
+    if not isinstance(value, list):
+        return []
+    return [str(f) for f in value if isinstance(f, Atom)]
+
+
+def internal_date(attrs: FetchAttrs) -> datetime | None:
+    """Parse INTERNALDATE ("17-Jul-1996 02:44:25 -0700") or return None."""
+    value = attrs.get("INTERNALDATE")
+    if not isinstance(value, bytes):
+        return None
+    try:
+        return datetime.strptime(value.decode("ascii"), "%d-%b-%Y %H:%M:%S %z")
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def body_section(attrs: FetchAttrs, prefix: str) -> bytes | None:
+    """Return the first BODY[...] item whose name starts with prefix (e.g. "BODY[]")."""
+    for key, value in attrs.items():
+        if key.startswith(prefix):
+            return value if isinstance(value, bytes) else b""
+    return None
+
+
+class RawMessage(Struct, frozen=True):
+    """A message as a read sees it: metadata plus at most RAW_PREFIX + 1 raw bytes."""
+
+    reference: Reference
+    flags: list[str]
+    internal_date: datetime | None
+    size_bytes: int
+    modseq: int
+    raw: bytes
+
+    @property
+    def complete(self) -> bool:
+        """Tell whether every byte of the message was read."""
+        return len(self.raw) >= self.size_bytes and len(self.raw) <= RAW_PREFIX
+
+
+async def examine_reference(session: ImapSession, ref: Reference) -> None:
+    """EXAMINE the reference's folder and require its UIDVALIDITY and a plausible UID."""
+    selected = await session.examine(ref.folder)
+    if selected.uid_validity != ref.uid_validity:
+        raise StaleReference()
+    if selected.uid_next and ref.uid >= selected.uid_next:
+        raise NotFound()
+
+
+async def fetch_raw(session: ImapSession, ref: Reference) -> RawMessage:
+    """Read one message with BODY.PEEK (never sets \\Seen), bounded to 5 MiB + 1 byte."""
+    await examine_reference(session, ref)
+    items = "UID FLAGS INTERNALDATE RFC822.SIZE"
+    if "CONDSTORE" in session.capabilities:
+        items += " MODSEQ"
+    items += f" BODY.PEEK[]<0.{RAW_PREFIX + 1}>"
+    response = await session.uid_fetch([ref.uid], codec.raw(f"({items})"))
+    matches = [a for a in parse_fetch(response) if a.get("UID") == Atom(str(ref.uid))]
+    if not matches:
+        raise NotFound()
+    if len(matches) > 1:
+        raise SafetyLimit("the server answered one FETCH with several messages")
+    attrs = matches[0]
+    raw = body_section(attrs, "BODY[]")
+    if raw is None:
+        raise ServiceUnavailable("IMAP FETCH lacks the message body")
+    return RawMessage(
+        reference=ref,
+        flags=flags(attrs),
+        internal_date=internal_date(attrs),
+        size_bytes=number(attrs, "RFC822.SIZE"),
+        modseq=modseq(attrs),
+        raw=raw,
+    )
