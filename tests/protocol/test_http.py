@@ -199,3 +199,43 @@ class TestStartupRules:
         )
         assert 2 == proc.returncode
         assert b"loopback" in proc.stderr
+
+
+AUTH_ENV = {
+    "MCP_RESOURCE_URL": "https://mail.example.com/mcp",
+    "MCP_OAUTH_ISSUER": "https://login.example.com/",
+    "MCP_OAUTH_JWKS_URL": "https://login.example.com/.well-known/jwks.json",
+    "MCP_ALLOWED_SUBJECTS": "owner-123",
+}
+
+
+class TestResourceMetadata:
+    @pytest.mark.parametrize("path", ["", "/mcp"])
+    async def test_document_names_resource_issuer_and_scopes(
+        self, services: Any, path: str
+    ) -> None:
+        env = {**services.product_env, **AUTH_ENV}
+        with http_server(env, "--insecure-local-owner", "t") as base:
+            url = f"{base}/.well-known/oauth-protected-resource{path}"
+            headers = {"Host": "attacker.example.com", "X-Forwarded-Host": "attacker.example.com"}
+            async with aiohttp.ClientSession() as session:
+                async with session.get(url, headers=headers) as r:
+                    assert 200 == r.status
+                    assert "public, max-age=300" == r.headers["Cache-Control"]
+                    assert {
+                        "resource": "https://mail.example.com/mcp",
+                        "authorization_servers": ["https://login.example.com/"],
+                        "scopes_supported": ["mail.read", "mail.write", "mail.send"],
+                        "bearer_methods_supported": ["header"],
+                    } == await r.json()
+                async with session.head(url) as r:
+                    assert 200 == r.status and b"" == await r.read()
+                async with session.post(url) as r:
+                    assert 405 == r.status and "GET, HEAD" == r.headers["Allow"]
+
+    async def test_without_resource_settings_there_is_no_document(self, base_url: str) -> None:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{base_url}/.well-known/oauth-protected-resource") as r,
+        ):
+            assert 404 == r.status
