@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from providers.imap.connect import connect
+from providers.imap.conversation import conversation_page, decode_conversation_cursor
 from providers.imap.discovery import list_folders, server_capabilities
 from providers.imap.pool import ImapPool
+from providers.imap.search import decode_search_cursor, search_page
 from providers.imap.session import ImapSession
 from providers.imap.settings import ImapSettings
 from schemas.mailbox import Folder, ServerCapabilities
+from schemas.search import ConversationQuery, SearchQuery, SummaryPage
 
 
 class ImapMailbox:
@@ -29,6 +32,18 @@ class ImapMailbox:
         """List every folder in server order."""
         async with self.pool.session() as session:
             return await list_folders(session)
+
+    async def search(self, query: SearchQuery) -> SummaryPage:
+        """Run one bounded search or triage window; a bad cursor fails before any connection."""
+        cursor = decode_search_cursor(query)
+        async with self.pool.session() as session:
+            return await search_page(session, query, cursor)
+
+    async def conversation(self, query: ConversationQuery) -> SummaryPage:
+        """Run one bounded conversation window; a foreign cursor fails before any connection."""
+        cursor = decode_conversation_cursor(query)
+        async with self.pool.session() as session:
+            return await conversation_page(session, query, cursor)
 
     async def aclose(self) -> None:
         """Log out every pooled session."""

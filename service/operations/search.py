@@ -1,0 +1,109 @@
+"""mail_query search, triage and conversation: bounded pages in summary or full detail."""
+
+from __future__ import annotations
+
+from msgspec import UNSET, Struct
+
+from schemas.args.query import Conversation, SearchMail, Triage
+from schemas.search import (
+    COVERAGE_NOTE,
+    SELECTION_NOTE,
+    CompactSummary,
+    ConversationPage,
+    MessageSummary,
+    SearchFullPage,
+    SearchPage,
+    SummaryPage,
+    TriagePage,
+    compact_row,
+    conversation_query,
+    page_counts,
+    search_query,
+)
+from service.context import AppContext
+from service.operations.query import require_mailbox
+from service.principal import Principal
+
+
+def _compact(page: SummaryPage) -> list[CompactSummary]:
+    return [compact_row(m, page.folder, page.uid_validity) for m in page.messages]
+
+
+async def search(app: AppContext, principal: Principal, args: SearchMail) -> Struct:
+    """Search one folder within one window of at most 1000 UIDs; never changes \\Seen."""
+    query = search_query(args.search, "search")
+    page = await require_mailbox(app).search(query)
+    cursor = page.next_cursor if page.next_cursor is not None else UNSET
+    if args.detail == "full":
+        return SearchFullPage(
+            messages=page.messages,
+            next_cursor=cursor,
+            uid_validity=page.uid_validity,
+            scanned_uids=page.scanned_uids,
+            order=page.order,
+        )
+    return SearchPage(
+        folder=page.folder,
+        uid_validity=page.uid_validity,
+        messages=_compact(page),
+        scanned_uids=page.scanned_uids,
+        order=page.order,
+        next_cursor=cursor,
+    )
+
+
+async def triage(app: AppContext, principal: Principal, args: Triage) -> Struct:
+    """Search for unread OR flagged messages ANDed with the filters, with page-only counts."""
+    query = search_query(args.search, "triage")
+    page = await require_mailbox(app).search(query)
+    cursor = page.next_cursor if page.next_cursor is not None else UNSET
+    counts = page_counts(page.messages)
+    if args.detail == "full":
+        return TriagePage[MessageSummary](
+            folder=page.folder,
+            uid_validity=page.uid_validity,
+            messages=page.messages,
+            scanned_uids=page.scanned_uids,
+            order=page.order,
+            next_cursor=cursor,
+            page_counts=counts,
+            selection=SELECTION_NOTE,
+        )
+    return TriagePage[CompactSummary](
+        folder=page.folder,
+        uid_validity=page.uid_validity,
+        messages=_compact(page),
+        scanned_uids=page.scanned_uids,
+        order=page.order,
+        next_cursor=cursor,
+        page_counts=counts,
+        selection=SELECTION_NOTE,
+    )
+
+
+async def conversation(app: AppContext, principal: Principal, args: Conversation) -> Struct:
+    """List the anchor folder's messages linked to the anchor's fixed Message-ID set."""
+    query = conversation_query(args)
+    page = await require_mailbox(app).conversation(query)
+    cursor = page.next_cursor if page.next_cursor is not None else UNSET
+    if args.detail == "full":
+        return ConversationPage[MessageSummary](
+            folder=page.folder,
+            uid_validity=page.uid_validity,
+            messages=page.messages,
+            scanned_uids=page.scanned_uids,
+            order=page.order,
+            next_cursor=cursor,
+            anchor=query.anchor,
+            coverage=COVERAGE_NOTE,
+        )
+    return ConversationPage[CompactSummary](
+        folder=page.folder,
+        uid_validity=page.uid_validity,
+        messages=_compact(page),
+        scanned_uids=page.scanned_uids,
+        order=page.order,
+        next_cursor=cursor,
+        anchor=query.anchor,
+        coverage=COVERAGE_NOTE,
+    )
