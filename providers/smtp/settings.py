@@ -1,0 +1,23 @@
+"""How to reach the configured SMTP submission server: built by the service's config."""
+
+from __future__ import annotations
+
+from msgspec import Struct
+
+from schemas.secret import Secret
+
+TLS_MODES = ("tls", "starttls")
+
+
+class SmtpSettings(Struct, frozen=True):
+    """Host, credentials, TLS mode and deadlines of one submission server (auth-config §6.2)."""
+
+    host: str
+    port: int
+    tls_mode: str  # "tls": implicit TLS from the first byte; "starttls": mandatory upgrade
+    username: str
+    password: Secret
+    ca_file: str | None = None
+    allow_private_hosts: bool = False
+    timeout_s: float = 30.0  # every step before the end-of-data marker (MAIL_TIMEOUT)
+    termination_timeout_s: float = 600.0  # the final reply (RFC 5321 §4.5.3.2.6)
