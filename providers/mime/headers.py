@@ -32,6 +32,10 @@ _ADDRESS_SPECIAL = re.compile(r'["(<:,;]')
 _WHITESPACE = re.compile(r"\s+")
 _MESSAGE_ID = re.compile(r"<([^<>\s\x00-\x1f\x7f]*)>")
 _FIELD_NAME = re.compile(rb"[\x21-\x39\x3b-\x7e]+")
+# Field lines and their continuations; the first char tells the kinds apart, so no backtracking.
+_HEADER_LINES = re.compile(
+    rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*"
+)
 
 
 class HeaderFields(Struct, frozen=True):
@@ -63,30 +67,50 @@ class HeaderFields(Struct, frozen=True):
 # --- header blocks ----------------------------------------------------------------------------
 
 
+class HeaderBounds(Struct, frozen=True):
+    """Where a header block's fields start and end and its body begins, as raw offsets.
+
+    `separator_missing` tells that a line that is neither a field nor a continuation ended
+    the block (no empty line): that line is the first line of the body.
+    """
+
+    header_start: int
+    header_end: int
+    body_start: int
+    separator_missing: bool = False
+
+
+def header_bounds(
+    raw: bytes, start: int = 0, end: int | None = None, limit: int = HEADER_BLOCK_LIMIT
+) -> HeaderBounds:
+    """Delimit the header block of the entity at raw[start:end] (CRLF or bare LF framing).
+
+    The block is the longest run of field and continuation lines; it is followed by an empty
+    line, the end of the entity or (malformed) the first line of the body. A block longer
+    than `limit` bytes raises SafetyLimit without scanning further.
+    """
+    stop = len(raw) if end is None else min(end, len(raw))
+    position = start
+    if raw.startswith(b"From ", start, stop):  # an mbox separator line is not a header
+        newline = raw.find(b"\n", start, min(stop, start + limit + 1))
+        position = stop if newline < 0 else newline + 1
+    matched = _HEADER_LINES.match(raw, position, min(stop, start + limit + 1))
+    header_end = matched.end() if matched else position
+    if header_end - start > limit:
+        raise SafetyLimit("a header block exceeds 64 KiB")
+    if raw.startswith(b"\r\n", header_end, stop):
+        return HeaderBounds(position, header_end, header_end + 2)
+    if raw.startswith(b"\n", header_end, stop):
+        return HeaderBounds(position, header_end, header_end + 1)
+    return HeaderBounds(position, header_end, header_end, header_end < stop)
+
+
 def split_header_block(
     raw: bytes, start: int = 0, limit: int = HEADER_BLOCK_LIMIT
 ) -> tuple[int, int]:
-    """Find where the header block at `start` ends and where the body begins, as offsets.
-
-    The block runs to the first empty line (CRLF or bare LF framing) or to the end of `raw`;
-    a block longer than `limit` bytes raises SafetyLimit without scanning further.
-    """
-    if raw.startswith(b"\r\n", start):
-        return start, start + 2
-    if raw.startswith(b"\n", start):
-        return start, start + 1
-    stop = min(len(raw), start + limit + 3)
-    ends = []
-    crlf = raw.find(b"\n\r\n", start, stop)
-    if crlf >= 0:
-        ends.append((crlf + 1, crlf + 3))
-    bare = raw.find(b"\n\n", start, stop)
-    if bare >= 0:
-        ends.append((bare + 1, bare + 2))
-    end, body = min(ends) if ends else (len(raw), len(raw))
-    if end - start > limit:
-        raise SafetyLimit("a header block exceeds 64 KiB")
-    return end, body
+    """Return (end of the header block, start of the body) for the entity at `start`."""
+    bounds = header_bounds(raw, start, None, limit)
+    return bounds.header_end, bounds.body_start
 
 
 def parse_fields(block: bytes) -> HeaderFields:
@@ -116,10 +140,14 @@ def parse_fields(block: bytes) -> HeaderFields:
 def parse_header_block(raw: bytes, limit: int = HEADER_BLOCK_LIMIT) -> HeaderFields:
     """Parse the header block at the start of `raw` (which may go on with a body).
 
-    Raises SafetyLimit when the block exceeds `limit` bytes (64 KiB by default).
+    Raises SafetyLimit when the block exceeds `limit` bytes (64 KiB by default); a non-field
+    line that ends the block early is counted in `malformed`.
     """
-    end, _ = split_header_block(raw, 0, limit)
-    return parse_fields(raw[:end])
+    bounds = header_bounds(raw, 0, None, limit)
+    fields = parse_fields(raw[bounds.header_start : bounds.header_end])
+    if bounds.separator_missing:
+        return HeaderFields(fields.fields, fields.malformed + 1)
+    return fields
 
 
 # --- RFC 2047 encoded words -------------------------------------------------------------------
