@@ -1,0 +1,120 @@
+"""Wire encodings for composed mail: RFC 2047 words, quoted-printable, base64, header folding.
+
+Everything returns ASCII text or bytes with CRLF line ends; nothing here validates limits.
+"""
+
+from __future__ import annotations
+
+import base64
+
+_WORD_PAYLOAD_CHARS = 63  # 75-character encoded words minus "=?utf-8?q?" and "?="
+_B_WORD_BYTES = 45  # 60 base64 characters
+_PHRASE_LITERALS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!*+-/")
+_TEXT_LITERALS = frozenset(chr(c) for c in range(0x21, 0x7F)) - frozenset("=?_")
+_FOLD_COLUMNS = 78
+_QP_LINE_CHARS = 76
+_BASE64_LINE_CHARS = 76
+
+
+def _q_char(ch: str, literals: frozenset[str]) -> str:
+    if ch == " ":
+        return "_"
+    if ch in literals:
+        return ch
+    return "".join(f"={byte:02X}" for byte in ch.encode("utf-8"))
+
+
+def q_words(value: str, *, phrase: bool = False) -> str:
+    """Encode `value` as space-separated RFC 2047 Q words of at most 75 characters.
+
+    In a phrase (display name) only letters, digits and `!*+-/` stay literal (RFC 2047 §5).
+    A character's bytes never straddle two words.
+    """
+    literals = _PHRASE_LITERALS if phrase else _TEXT_LITERALS
+    words: list[str] = []
+    current = ""
+    for ch in value:
+        piece = _q_char(ch, literals)
+        if current and len(current) + len(piece) > _WORD_PAYLOAD_CHARS:
+            words.append(current)
+            current = ""
+        current += piece
+    words.append(current)
+    return " ".join(f"=?utf-8?q?{word}?=" for word in words)
+
+
+def b_words(value: str) -> str:
+    """Encode `value` as space-separated RFC 2047 B words of at most 75 characters."""
+    words: list[bytes] = []
+    current = b""
+    for ch in value:
+        data = ch.encode("utf-8")
+        if current and len(current) + len(data) > _B_WORD_BYTES:
+            words.append(current)
+            current = b""
+        current += data
+    words.append(current)
+    return " ".join(f"=?utf-8?b?{base64.b64encode(word).decode('ascii')}?=" for word in words)
+
+
+def subject_field(subject: str) -> str:
+    """Write a subject verbatim when a parser reads it back unchanged, else as Q words."""
+    plain = (
+        all(0x20 <= ord(ch) <= 0x7E for ch in subject)
+        and "=?" not in subject
+        and not subject.startswith(" ")
+        and not subject.endswith(" ")
+    )
+    return subject if plain else q_words(subject)
+
+
+def fold_header(name: str, value: str) -> bytes:
+    """Write `name: value` CRLF-terminated, folding only at existing spaces past 78 columns.
+
+    A token is never split and the first token always stays on the name's line; the caller
+    enforces the 998-byte line limit on the finished message.
+    """
+    out = [name, ":"]
+    column = len(name) + 1
+    for index, token in enumerate(value.split(" ")):
+        if index > 0 and token and column + 1 + len(token) > _FOLD_COLUMNS:
+            out.append("\r\n ")
+            column = 1
+        else:
+            out.append(" ")
+            column += 1
+        out.append(token)
+        column += len(token)
+    out.append("\r\n")
+    return "".join(out).encode("ascii")
+
+
+def quoted_printable(text: str) -> bytes:
+    """Encode LF-separated text as UTF-8 quoted-printable with CRLF lines of at most 76 chars."""
+    lines: list[bytes] = []
+    for line in text.split("\n"):
+        data = line.encode("utf-8")
+        pieces: list[bytes] = []
+        for position, byte in enumerate(data):
+            last = position == len(data) - 1
+            if (0x21 <= byte <= 0x7E and byte != 0x3D) or (byte in (0x09, 0x20) and not last):
+                pieces.append(bytes((byte,)))
+            else:
+                pieces.append(b"=%02X" % byte)
+        current = b""
+        for piece in pieces:
+            if len(current) + len(piece) > _QP_LINE_CHARS - 1:
+                lines.append(current + b"=")
+                current = b""
+            current += piece
+        lines.append(current)
+    return b"\r\n".join(lines)
+
+
+def base64_lines(data: bytes) -> bytes:
+    """Encode bytes as standard base64 in CRLF-terminated lines of 76 characters."""
+    encoded = base64.b64encode(data)
+    return b"".join(
+        encoded[start : start + _BASE64_LINE_CHARS] + b"\r\n"
+        for start in range(0, len(encoded), _BASE64_LINE_CHARS)
+    )
