@@ -1,0 +1,278 @@
+"""A bounded MIME walk over raw bytes: entities as offsets, never a copy of a body.
+
+The stdlib feed parser builds the whole tree eagerly (every body as a string, about eight
+times the message size at peak), cannot stop at our depth, part and header limits, and
+recurses per nesting level. This walk keeps one explicit stack, checks each limit before
+doing the work it guards, and records bodies as (start, end) offsets into the caller's bytes.
+Header parameters (RFC 2045/2231) are still read by the stdlib `email.message.Message` in
+compat32 mode, which keeps the raw values and decodes RFC 2231 continuations and charsets.
+"""
+
+from __future__ import annotations
+
+import re
+from email.message import Message
+from email.utils import collapse_rfc2231_value
+from enum import StrEnum
+
+from msgspec import Struct, field
+
+from providers.mime.charsets import loose_text
+from providers.mime.cleaning import clean_line
+from providers.mime.headers import HeaderFields, decode_words, header_bounds, parse_fields
+from providers.mime.transfer import IDENTITY_ENCODINGS, normalize_encoding
+from schemas.errors import SafetyLimit
+
+RAW_LIMIT = 5 * 1024 * 1024
+MAX_DEPTH = 12
+MAX_PARTS = 100
+MAX_CONTENT_TYPE_BYTES = 4096
+MAX_FILENAME_BYTES = 1024
+# Longer Content-Type/Disposition values are cut before the stdlib parameter parser sees them:
+# its quote counting is quadratic in the value length.
+_MAX_PARAM_VALUE_CHARS = 4096
+_MAX_BOUNDARY_BYTES = 200
+
+_MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_PADDING = re.compile(rb"[ \t]*\r?(?:\n|\Z)")
+
+
+class Problem(StrEnum):
+    """Why a walk or a read may be incomplete; the value is the warning's reason."""
+
+    OVERSIZE = "the message is larger than the 5 MiB read limit"
+    HEADERS = "the message headers could not be parsed within limits"
+    DEPTH = "MIME nesting is deeper than 12 levels"
+    PARTS = "the message has more than 100 MIME parts"
+    PART_HEADERS = "a MIME part header block exceeds 64 KiB"
+    CONTAINER_ENCODING = "a multipart container uses a non-identity transfer encoding"
+    MALFORMED = "the MIME structure is malformed"
+    CHARSET = "a text part declares an unknown charset"
+    ENCODING = "a part uses an unsupported or corrupt transfer encoding"
+    TEXT_LIMIT = "the text is longer than 256 KiB and was cut"
+    HTML_LIMIT = "the HTML exceeded the extraction limits"
+
+    @property
+    def hides_parts(self) -> bool:
+        """Tell whether this problem may have hidden parts from the walk."""
+        return self in _HIDING
+
+
+_HIDING = frozenset(
+    {
+        Problem.OVERSIZE,
+        Problem.HEADERS,
+        Problem.DEPTH,
+        Problem.PARTS,
+        Problem.PART_HEADERS,
+        Problem.CONTAINER_ENCODING,
+        Problem.MALFORMED,
+    }
+)
+
+
+class Entity(Struct, frozen=True):
+    """One content part in walk order: a leaf, or a multipart kept whole as an attachment."""
+
+    media_type: str
+    charset: str | None
+    transfer_encoding: str
+    body_start: int
+    body_end: int
+    attachment: bool
+    filename: str
+    content_type: str
+
+
+class Walk(Struct):
+    """The result of a walk: root header fields (None when unreadable), entities, problems."""
+
+    root: HeaderFields | None = None
+    entities: list[Entity] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def note(self, problem: Problem) -> None:
+        """Record a problem once."""
+        if problem not in self.problems:
+            self.problems.append(problem)
+
+    @property
+    def hidden_parts(self) -> bool:
+        """Tell whether a limit or malformed structure may have hidden parts."""
+        return any(problem.hides_parts for problem in self.problems)
+
+    def attachments(self) -> list[Entity]:
+        """Return the attachment entities in walk order (index i+1 is entry i)."""
+        return [entity for entity in self.entities if entity.attachment]
+
+
+def walk(raw: bytes, *, stop_after_attachments: int | None = None) -> Walk:
+    """Walk the MIME tree of raw[:5 MiB] within the depth, part and header limits.
+
+    `stop_after_attachments` ends the walk once that many attachments were found.
+    """
+    result = Walk()
+    end = min(len(raw), RAW_LIMIT)
+    if len(raw) > RAW_LIMIT:
+        result.note(Problem.OVERSIZE)
+    # (start, end, depth, default media type); popped in walk order.
+    stack: list[tuple[int, int, int, str]] = [(0, end, 0, "text/plain")]
+    parts = 0
+    found = 0
+    while stack:
+        start, stop, depth, default_type = stack.pop()
+        parts += 1
+        if parts > MAX_PARTS:
+            result.note(Problem.PARTS)
+            break
+        try:
+            bounds = header_bounds(raw, start, stop)
+        except SafetyLimit:
+            result.note(Problem.HEADERS if depth == 0 else Problem.PART_HEADERS)
+            if depth == 0:
+                break
+            continue
+        fields = parse_fields(raw[bounds.header_start : bounds.header_end])
+        if bounds.separator_missing or fields.malformed:
+            result.note(Problem.MALFORMED)
+        if depth == 0:
+            result.root = fields
+        entity, message = _entity(fields, default_type, bounds.body_start, stop, result)
+        if entity.attachment or not entity.media_type.startswith("multipart/"):
+            result.entities.append(entity)
+            found += entity.attachment
+            if stop_after_attachments is not None and found >= stop_after_attachments:
+                break
+            continue
+        if entity.transfer_encoding not in IDENTITY_ENCODINGS:
+            result.note(Problem.CONTAINER_ENCODING)
+            continue
+        if depth + 1 > MAX_DEPTH:
+            result.note(Problem.DEPTH)
+            continue
+        # One child more than the part budget lets the loop above notice the limit.
+        children = _children(raw, entity, message, MAX_PARTS - parts + 1, result)
+        child_type = "message/rfc822" if entity.media_type == "multipart/digest" else "text/plain"
+        stack.extend((a, b, depth + 1, child_type) for a, b in reversed(children))
+    return result
+
+
+def _header_message(fields: HeaderFields) -> tuple[Message, bool]:
+    """Load the parameter-bearing fields into a compat32 Message; tell whether any was cut."""
+    message = Message()
+    cut = False
+    for name in ("Content-Type", "Content-Disposition"):
+        value = fields.get(name)
+        if value is None:
+            continue
+        text = loose_text(value)
+        if len(text) > _MAX_PARAM_VALUE_CHARS:
+            text, cut = text[:_MAX_PARAM_VALUE_CHARS], True
+        message[name] = text
+    return message, cut
+
+
+def _entity(
+    fields: HeaderFields, default_type: str, body_start: int, body_end: int, result: Walk
+) -> tuple[Entity, Message]:
+    """Describe one entity and apply the attachment rule of tools.md §5.7."""
+    message, cut = _header_message(fields)
+    if cut:
+        result.note(Problem.MALFORMED)
+    declared = message.get("Content-Type")
+    main_value = "" if declared is None else str(declared).split(";", 1)[0].strip()
+    explicit = _MEDIA_TYPE.fullmatch(main_value) is not None
+    media_type = main_value.lower() if explicit else default_type
+    raw_encoding = fields.get("Content-Transfer-Encoding")
+    encoding = "" if raw_encoding is None else normalize_encoding(loose_text(raw_encoding))
+    filename = _filename(message)
+    disposition = message.get_content_disposition()
+    attachment = (
+        disposition == "attachment"
+        or bool(filename)
+        or (explicit and not media_type.startswith(("multipart/", "text/")))
+    )
+    entity = Entity(
+        media_type=media_type,
+        charset=message.get_content_charset() if media_type.startswith("text/") else None,
+        transfer_encoding=encoding,
+        body_start=body_start,
+        body_end=body_end,
+        attachment=attachment,
+        filename=filename,
+        content_type=_content_type(message, media_type) if attachment else media_type,
+    )
+    return entity, message
+
+
+def _filename(message: Message) -> str:
+    """Return the cleaned filename (Content-Disposition filename, else Content-Type name)."""
+    name = message.get_filename()
+    if not name:
+        return ""
+    return clean_line(decode_words(name), MAX_FILENAME_BYTES)
+
+
+def _content_type(message: Message, media_type: str) -> str:
+    """Re-serialize the media type with its parameters (RFC 2231 values decoded)."""
+    pieces = [media_type]
+    for name, value in message.get_params(header="content-type", failobj=[])[1:]:
+        if not name or not _TOKEN.fullmatch(name):
+            continue
+        text = collapse_rfc2231_value(value)
+        if not _TOKEN.fullmatch(text):
+            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        pieces.append(f"{name}={text}")
+    return clean_line("; ".join(pieces), MAX_CONTENT_TYPE_BYTES)
+
+
+def _children(
+    raw: bytes, entity: Entity, message: Message, room: int, result: Walk
+) -> list[tuple[int, int]]:
+    """Split a multipart body into at most `room` child (start, end) offsets."""
+    value = message.get_param("boundary")
+    boundary = collapse_rfc2231_value(value) if value is not None else ""
+    try:
+        delimiter = b"--" + boundary.encode("ascii")
+    except UnicodeEncodeError:
+        delimiter = b"--"
+    if not boundary or len(delimiter) > _MAX_BOUNDARY_BYTES:
+        result.note(Problem.MALFORMED)
+        return []
+    children: list[tuple[int, int]] = []
+    start, stop = entity.body_start, entity.body_end
+    position, part_start = start, -1
+    while True:
+        at = raw.find(delimiter, position, stop)
+        if at < 0:
+            break
+        position = at + 1
+        if at != start and raw[at - 1] != 0x0A:
+            continue
+        after = at + len(delimiter)
+        closing = raw.startswith(b"--", after, stop)
+        padding = _PADDING.match(raw, after + 2 if closing else after, stop)
+        if padding is None:
+            continue
+        if part_start >= 0:
+            children.append((part_start, _before_line_break(raw, at, part_start)))
+            if len(children) >= room:
+                return children
+        if closing:
+            return children
+        part_start = position = padding.end()
+    if part_start >= 0:
+        children.append((part_start, stop))
+    if not (part_start >= 0 and stop == RAW_LIMIT < len(raw)):  # not merely cut at 5 MiB
+        result.note(Problem.MALFORMED)  # no closing delimiter (or no delimiter at all)
+    return children
+
+
+def _before_line_break(raw: bytes, at: int, floor: int) -> int:
+    """Return the end of a part: the line break before its delimiter belongs to the delimiter."""
+    if at - 2 >= floor and raw[at - 2 : at] == b"\r\n":
+        return at - 2
+    if at - 1 >= floor and raw[at - 1] == 0x0A:
+        return at - 1
+    return at
