@@ -48,6 +48,8 @@ class Problem(StrEnum):
     PART_HEADERS = "a MIME part header block exceeds 64 KiB"
     CONTAINER_ENCODING = "a multipart container uses a non-identity transfer encoding"
     MALFORMED = "the MIME structure is malformed"
+    MALFORMED_HEADER = "a MIME header block is malformed"
+    UNTERMINATED = "a multipart body lacks its closing delimiter"
     CHARSET = "a text part declares an unknown charset"
     ENCODING = "a part uses an unsupported or corrupt transfer encoding"
     TEXT_LIMIT = "the text is longer than 256 KiB and was cut"
@@ -135,7 +137,7 @@ def walk(raw: bytes, *, stop_after_attachments: int | None = None) -> Walk:
             continue
         fields = parse_fields(raw[bounds.header_start : bounds.header_end])
         if bounds.separator_missing or fields.malformed:
-            result.note(Problem.MALFORMED)
+            result.note(Problem.MALFORMED_HEADER)
         if depth == 0:
             result.root = fields
         entity, message = _entity(fields, default_type, bounds.body_start, stop, result)
@@ -262,10 +264,12 @@ def _children(
         if closing:
             return children
         part_start = position = padding.end()
-    if part_start >= 0:
+    if part_start < 0:
+        result.note(Problem.MALFORMED)  # no delimiter at all: the children are unknown
+    else:
         children.append((part_start, stop))
-    if not (part_start >= 0 and stop == RAW_LIMIT < len(raw)):  # not merely cut at 5 MiB
-        result.note(Problem.MALFORMED)  # no closing delimiter (or no delimiter at all)
+        if not stop == RAW_LIMIT < len(raw):  # not merely cut at 5 MiB
+            result.note(Problem.UNTERMINATED)
     return children
 
 
