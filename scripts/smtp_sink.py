@@ -18,6 +18,7 @@ exact bytes received. With SINK_LMTP=host:port they are also relayed to Dovecot 
 
 usage: smtp_sink.py --port PORT [--host 127.0.0.1 --host ::1] --cert CRT --key KEY
                     [--spool DIR (default $SINK_DIR)] [--lmtp HOST:PORT (default $SINK_LMTP)]
+                    [--ready FILE (written with our pid once listening)]
 """
 
 from __future__ import annotations
@@ -221,6 +222,12 @@ def authenticate(
     return AuthResult(success=ok, handled=False)
 
 
+def announce_ready(path: str) -> None:
+    """Write our pid to path (a tiny local file, once: no need to leave the event loop)."""
+    with open(path, "w") as f:
+        f.write(f"{os.getpid()}\n")
+
+
 async def serve(args: argparse.Namespace) -> None:
     """Serve until SIGTERM or SIGINT."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -250,6 +257,8 @@ async def serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
     print(f"smtp sink on {hosts} port {args.port} -> {args.spool}", flush=True)
+    if args.ready:  # tells scripts/test-services that *this* process owns the port
+        announce_ready(args.ready)
     await stopping.wait()
     server.close()
 
@@ -262,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--key", required=True)
     parser.add_argument("--spool", default=os.environ.get("SINK_DIR", "smtp-sink"))
     parser.add_argument("--lmtp", default=os.environ.get("SINK_LMTP"), help="HOST:PORT")
+    parser.add_argument("--ready", help="file to write our pid to once listening")
     asyncio.run(serve(parser.parse_args(argv)))
 
 
