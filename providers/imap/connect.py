@@ -9,124 +9,17 @@ verifying the certificate against the configured host name.
 from __future__ import annotations
 
 import asyncio
-import functools
-import ipaddress
 import socket
 import ssl
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from providers.imap.session import ImapSession, WireProtocol
 from providers.imap.settings import ImapSettings
+from providers.netsafety import SockAddr, resolve_destination, tls_context
 from schemas.errors import MailError, ServiceUnavailable
 
-MAX_ADDRESSES = 32
 T = TypeVar("T")
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-SockAddr = tuple[Any, ...]
-
-# auth-config §7.1: non-public destinations for mail clients (224/3 and 3fff::/20 included).
-_BLOCKED_V4 = tuple(
-    ipaddress.IPv4Network(n)
-    for n in (
-        "0.0.0.0/8",
-        "10.0.0.0/8",
-        "100.64.0.0/10",
-        "127.0.0.0/8",
-        "169.254.0.0/16",
-        "172.16.0.0/12",
-        "192.0.0.0/24",
-        "192.0.2.0/24",
-        "192.88.99.0/24",
-        "192.168.0.0/16",
-        "198.18.0.0/15",
-        "198.51.100.0/24",
-        "203.0.113.0/24",
-        "224.0.0.0/3",
-    )
-)
-_BLOCKED_V6 = tuple(
-    ipaddress.IPv6Network(n) for n in ("2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20")
-)
-_GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
-_RESERVED_V4 = ipaddress.IPv4Network("240.0.0.0/4")  # includes the limited broadcast
-
-
-def is_public_address(address: IPAddress) -> bool:
-    """Tell whether a mail host may be dialled at `address` under auth-config §7.1."""
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.scope_id:
-            return False
-        mapped = address.ipv4_mapped
-        if mapped is not None:
-            return is_public_address(mapped)
-        if address not in _GLOBAL_UNICAST_V6 or any(address in n for n in _BLOCKED_V6):
-            return False
-        return address.is_global
-    if any(address in n for n in _BLOCKED_V4):
-        return False
-    return address.is_global
-
-
-def is_dialable_private_address(address: IPAddress) -> bool:
-    """Tell whether `address` is usable when private hosts are allowed (not 0/8, multicast...)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if address.is_unspecified or address.is_multicast or address in _RESERVED_V4:
-        return False
-    # ::1 sits in the reserved ::/8 block, so loopback and private ranges are checked first.
-    if address.is_loopback or address.is_private or address.is_link_local:
-        return True
-    return not address.is_reserved
-
-
-async def resolve_destination(
-    host: str, port: int, *, allow_private_hosts: bool
-) -> list[tuple[int, SockAddr]]:
-    """Resolve `host` once and vet every answer; refuse the whole host if any answer is bad."""
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await loop.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-        )
-    except (OSError, UnicodeError):
-        raise ServiceUnavailable("the mail host name does not resolve") from None
-    answers: list[tuple[int, SockAddr]] = []
-    for info in infos:
-        if info[0] not in (socket.AF_INET, socket.AF_INET6):
-            continue
-        entry = (int(info[0]), tuple(info[4]))
-        if entry not in answers:
-            answers.append(entry)
-    if not 1 <= len(answers) <= MAX_ADDRESSES:
-        raise ServiceUnavailable("the mail host name resolves to an unusable address set")
-    for family, sockaddr in answers:
-        try:
-            address = ipaddress.ip_address(str(sockaddr[0]))
-        except ValueError:
-            raise ServiceUnavailable("the mail host resolves to an invalid address") from None
-        zoned = family == socket.AF_INET6 and len(sockaddr) > 3 and sockaddr[3] != 0
-        allowed = (
-            is_dialable_private_address(address)
-            if allow_private_hosts
-            else not zoned and is_public_address(address)
-        )
-        if not allowed:
-            raise ServiceUnavailable("the mail host resolves to a non-public address")
-    return answers
-
-
-@functools.lru_cache(maxsize=8)
-def tls_context(ca_file: str | None) -> ssl.SSLContext:
-    """Build the client TLS context: TLS ≥ 1.2, system roots plus `ca_file`, hostname checks."""
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)  # system roots
-    if ca_file:
-        context.load_verify_locations(cafile=ca_file)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.check_hostname = True
-    context.verify_mode = ssl.CERT_REQUIRED
-    return context
 
 
 async def _dial(answers: list[tuple[int, SockAddr]]) -> socket.socket:

@@ -17,9 +17,7 @@ from aiosmtplib import SMTPException, SMTPResponse, SMTPResponseException
 from aiosmtplib.esmtp import parse_esmtp_extensions
 from aiosmtplib.protocol import SMTPProtocol
 
-# TODO(owner of providers/imap/connect.py): these outbound-safety helpers serve IMAP and SMTP
-# alike and belong in a shared module (e.g. providers/netsafety.py).
-from providers.imap.connect import SockAddr, resolve_destination, tls_context
+from providers.netsafety import SockAddr, resolve_destination, tls_context
 from providers.smtp.settings import SmtpSettings
 from providers.smtp.wire import enhanced_status
 from schemas.errors import MailError

@@ -10,14 +10,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from providers.imap.connect import (
-    connect,
+from providers.imap.connect import connect
+from providers.imap.settings import ImapSettings
+from providers.netsafety import (
     is_dialable_private_address,
     is_public_address,
     resolve_destination,
     tls_context,
 )
-from providers.imap.settings import ImapSettings
 from schemas.errors import ServiceUnavailable
 from schemas.secret import Secret
 
