@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import email
 import json
 import re
 import ssl
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -165,6 +168,28 @@ class TestIMAPS:
 
 
 class TestFixtureCorpus:
+    def test_committed_files_match_the_generator(self) -> None:
+        """fixtures/mail is exactly what fixtures/mail/generate.py writes (edit the generator)."""
+        check = subprocess.run(
+            [sys.executable, str(MANIFEST.parent / "generate.py"), "--check"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (check.returncode, check.stderr) == (0, "")
+
+    def test_size_limits_are_exercised(self) -> None:
+        """One attachment over 2 MiB in a message under 5 MiB, and one message over 5 MiB."""
+        mib = 1024 * 1024
+        big = email.message_from_bytes(
+            (MANIFEST.parent / "17-attachment-over-2mib.eml").read_bytes()
+        )
+        attachment = next(p for p in big.walk() if p.get_filename() == "report-full.pdf")
+        payload = attachment.get_payload(decode=True)
+        assert isinstance(payload, bytes) and len(payload) > 2 * mib
+        assert (MANIFEST.parent / "17-attachment-over-2mib.eml").stat().st_size <= 5 * mib
+        assert (MANIFEST.parent / "18-attachment-over-5mib-total.eml").stat().st_size > 5 * mib
+
     async def test_every_manifest_message_is_in_its_folder(self, services: Services) -> None:
         """Each folder holds exactly the manifest's fixtures (found by their X-Fixture header)."""
         manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
