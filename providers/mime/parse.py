@@ -118,10 +118,14 @@ def _part_text(
 ) -> str:
     """Decode one text part to cleaned text from at most `wanted` decoded bytes."""
     body = view[entity.body_start : entity.body_end]
-    # Encoded input never yields more decoded bytes than its own length (base64: 3/4), and
-    # transfer encodings need at most about twice the decoded size (QP "=XX" is 3 for 1).
-    if len(body) > 3 * wanted + 1024:
-        body = body[: 3 * wanted + 1024]
+    # Enough encoded input for `wanted` decoded bytes: base64 needs 4 per 3 plus line breaks,
+    # quoted-printable up to 3 per byte ("=XX"); identity bodies are cut before any copy.
+    if entity.transfer_encoding == "base64":
+        body = body[: wanted * 3 // 2 + 1024]
+    elif entity.transfer_encoding == "quoted-printable":
+        body = body[: wanted * 3 + 1024]
+    else:
+        body = body[: wanted + 1]
     try:
         data = decode_body(body, entity.transfer_encoding, strict=False)
     except TransferDecodeError:

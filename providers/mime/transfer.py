@@ -10,6 +10,7 @@ SUPPORTED_ENCODINGS = IDENTITY_ENCODINGS | {"base64", "quoted-printable"}
 _BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _NOT_BASE64 = bytes(set(range(256)) - set(_BASE64_ALPHABET))
 _LINE_SPACE = b" \t\r\n"
+_CHUNK = 1024 * 1024
 
 
 class TransferDecodeError(ValueError):
@@ -25,8 +26,9 @@ def decode_body(body: bytes | memoryview, encoding: str, *, strict: bool) -> byt
     """Transfer-decode a part body (no charset conversion); raise TransferDecodeError.
 
     Strict decoding (attachment retrieval) refuses corrupt base64: characters outside the
-    alphabet, wrong padding or data after the padding. Lenient decoding (display) ignores
-    stray characters and repairs the padding, as mail clients do.
+    alphabet, wrong padding or data after the padding. Lenient decoding (display and sizes)
+    ignores every byte outside the alphabet and completes a cut final group; both agree on
+    valid data.
     """
     if encoding in IDENTITY_ENCODINGS:
         return bytes(body)
@@ -39,17 +41,32 @@ def decode_body(body: bytes | memoryview, encoding: str, *, strict: bool) -> byt
             return binascii.a2b_base64(bytes(body).translate(None, _LINE_SPACE), strict_mode=True)
         except binascii.Error:
             raise TransferDecodeError("corrupt base64 data") from None
-    try:
-        return binascii.a2b_base64(body)
-    except binascii.Error:
-        data = bytes(body).translate(None, _NOT_BASE64)
-        if len(data) % 4 == 1:  # one stray sextet carries no whole byte
-            data = data[:-1]
-        return binascii.a2b_base64(data + b"=" * (-len(data) % 4))
+    return _base64_lenient(body)
+
+
+def _base64_lenient(body: bytes | memoryview) -> bytes:
+    """Decode base64 ignoring every non-alphabet byte (padding included), 1 MiB at a time."""
+    out = bytearray()
+    carry = b""
+    for offset in range(0, len(body), _CHUNK):
+        piece = carry + bytes(body[offset : offset + _CHUNK]).translate(None, _NOT_BASE64)
+        usable = len(piece) - len(piece) % 4
+        out += binascii.a2b_base64(piece[:usable])
+        carry = piece[usable:]
+    if len(carry) >= 2:  # a lone final sextet carries no whole byte
+        out += binascii.a2b_base64(carry + b"=" * (4 - len(carry)))
+    return bytes(out)
 
 
 def decoded_size(body: bytes | memoryview, encoding: str) -> int:
-    """Return the lenient transfer-decoded size without copying identity bodies."""
+    """Return the lenient transfer-decoded size; base64 and identity bodies are not copied whole."""
     if encoding in IDENTITY_ENCODINGS:
         return len(body)
+    if encoding == "base64":
+        others = sum(
+            len(bytes(body[offset : offset + _CHUNK]).translate(None, _BASE64_ALPHABET))
+            for offset in range(0, len(body), _CHUNK)
+        )
+        sextets = len(body) - others
+        return sextets // 4 * 3 + max(0, sextets % 4 - 1)
     return len(decode_body(body, encoding, strict=False))
