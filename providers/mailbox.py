@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Protocol
 
-from schemas.mailbox import Folder, ServerCapabilities
+from msgspec import Struct
+
+from schemas.mailbox import Folder, Reference, ServerCapabilities
 from schemas.search import ConversationQuery, SearchQuery, SummaryPage
+
+RAW_PREFIX = 5 * 1024 * 1024  # bytes of a message a read may use (tools.md §7.6)
+
+
+class RawMessage(Struct, frozen=True):
+    """A message as a read sees it: metadata plus at most the first 5 MiB + 1 raw bytes."""
+
+    reference: Reference
+    flags: list[str]
+    internal_date: datetime | None
+    size_bytes: int
+    modseq: int
+    raw: bytes
+
+    @property
+    def complete(self) -> bool:
+        """Tell whether every byte of the message was read (and it is within 5 MiB)."""
+        return self.size_bytes <= len(self.raw) <= RAW_PREFIX
 
 
 class Mailbox(Protocol):
@@ -25,6 +46,10 @@ class Mailbox(Protocol):
 
     async def conversation(self, query: ConversationQuery) -> SummaryPage:
         """Run one bounded window of a same-folder conversation (tools.md §7.5)."""
+        ...
+
+    async def read_raw(self, reference: Reference) -> RawMessage:
+        """Read one message with BODY.PEEK, never setting \\Seen (tools.md §7.6)."""
         ...
 
     async def aclose(self) -> None:

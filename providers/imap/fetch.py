@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from msgspec import Struct
-
 from providers.imap import codec
 from providers.imap.codec import Atom, ImapResponse, Token
 from providers.imap.session import ImapSession
+from providers.mailbox import RAW_PREFIX, RawMessage
 from schemas.errors import NotFound, SafetyLimit, ServiceUnavailable, StaleReference
 from schemas.mailbox import Reference
+from schemas.search import bound_flags
 
-RAW_PREFIX = 5 * 1024 * 1024  # bytes of a message a read may use (tools.md §7.6)
+MAX_FLAG_BYTES = 256
 FetchAttrs = dict[str, Token]
 
 
@@ -52,11 +52,12 @@ def modseq(attrs: FetchAttrs) -> int:
 
 
 def flags(attrs: FetchAttrs) -> list[str]:
-    """Read FLAGS as strings in server order."""
+    """Read FLAGS cleaned (≤ 256 bytes each), bounded to 100 without losing a system flag."""
     value = attrs.get("FLAGS")
     if not isinstance(value, list):
         return []
-    return [str(f) for f in value if isinstance(f, Atom)]
+    cleaned = (codec.clean_text(codec.as_text(f), MAX_FLAG_BYTES) for f in value if f is not None)
+    return bound_flags([f for f in cleaned if f])
 
 
 def internal_date(attrs: FetchAttrs) -> datetime | None:
@@ -76,22 +77,6 @@ def body_section(attrs: FetchAttrs, prefix: str) -> bytes | None:
         if key.startswith(prefix):
             return value if isinstance(value, bytes) else b""
     return None
-
-
-class RawMessage(Struct, frozen=True):
-    """A message as a read sees it: metadata plus at most RAW_PREFIX + 1 raw bytes."""
-
-    reference: Reference
-    flags: list[str]
-    internal_date: datetime | None
-    size_bytes: int
-    modseq: int
-    raw: bytes
-
-    @property
-    def complete(self) -> bool:
-        """Tell whether every byte of the message was read."""
-        return len(self.raw) >= self.size_bytes and len(self.raw) <= RAW_PREFIX
 
 
 async def examine_reference(session: ImapSession, ref: Reference) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from providers.imap.connect import connect
 from providers.imap.conversation import conversation_page, decode_conversation_cursor
 from providers.imap.discovery import list_folders, server_capabilities
+from providers.imap.fetch import fetch_raw
 from providers.imap.pool import ImapPool
 from providers.imap.search import decode_search_cursor, search_page
 from providers.imap.session import ImapSession
 from providers.imap.settings import ImapSettings
-from schemas.mailbox import Folder, ServerCapabilities
+from providers.mailbox import RawMessage
+from schemas.mailbox import Folder, Reference, ServerCapabilities
 from schemas.search import ConversationQuery, SearchQuery, SummaryPage
 
 
@@ -44,6 +46,11 @@ class ImapMailbox:
         cursor = decode_conversation_cursor(query)
         async with self.pool.session() as session:
             return await conversation_page(session, query, cursor)
+
+    async def read_raw(self, reference: Reference) -> RawMessage:
+        """Read one message's metadata and first 5 MiB + 1 bytes without setting \\Seen."""
+        async with self.pool.session() as session:
+            return await fetch_raw(session, reference)
 
     async def aclose(self) -> None:
         """Log out every pooled session."""

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from schemas.args.query import Capabilities, Conversation, Folders, SearchMail, Triage
+from schemas.args.query import (
+    Attachment,
+    Capabilities,
+    Conversation,
+    Folders,
+    Read,
+    ReadMany,
+    SearchMail,
+    Triage,
+)
 from service.context import Handler
-from service.operations import query
+from service.operations import query, read
 from service.operations import search as search_ops
 
 HANDLERS: dict[type, Handler] = {
@@ -13,4 +22,7 @@ HANDLERS: dict[type, Handler] = {
     SearchMail: search_ops.search,
     Triage: search_ops.triage,
     Conversation: search_ops.conversation,
+    Read: read.read,
+    ReadMany: read.read_many,
+    Attachment: read.attachment,
 }

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from support.imap import Append, append_messages, close_session, create_folder, open_session
 
-from providers.imap.fetch import RAW_PREFIX, fetch_raw
+from providers.imap.fetch import fetch_raw
 from providers.imap.mailbox import ImapMailbox
+from providers.mailbox import RAW_PREFIX
 from schemas import errors
 from schemas.mailbox import Reference
 from service.app import imap_settings
