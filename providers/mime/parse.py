@@ -96,13 +96,20 @@ def _read_text(message: ParsedMessage, view: memoryview, result: Walk) -> None:
                 result.note(Problem.HTML_LIMIT)
                 break
             source = _part_text(view, entity, html_input_left, result, Problem.HTML_LIMIT)
+            if source is None:
+                continue
             extracted = html_to_text(source, max_input_bytes=html_input_left)
             html_input_left -= len(source.encode("utf-8"))
             if extracted.limits_hit:
                 result.note(Problem.HTML_LIMIT)
             text = extracted.text
         else:
-            text = _part_text(view, entity, room * _INPUT_PER_TEXT_BYTE, result, Problem.TEXT_LIMIT)
+            decoded = _part_text(
+                view, entity, room * _INPUT_PER_TEXT_BYTE, result, Problem.TEXT_LIMIT
+            )
+            if decoded is None:
+                continue
+            text = decoded
         size = len(text.encode("utf-8"))
         if size > room:
             text, size = cut_utf8(text, room), room
@@ -115,8 +122,8 @@ def _read_text(message: ParsedMessage, view: memoryview, result: Walk) -> None:
 
 def _part_text(
     view: memoryview, entity: Entity, wanted: int, result: Walk, cut_problem: Problem
-) -> str:
-    """Decode one text part to cleaned text from at most `wanted` decoded bytes."""
+) -> str | None:
+    """Decode one text part to cleaned text from at most `wanted` decoded bytes (None: failed)."""
     body = view[entity.body_start : entity.body_end]
     # Enough encoded input for `wanted` decoded bytes: base64 needs 4 per 3 plus line breaks,
     # quoted-printable up to 3 per byte ("=XX"); identity bodies are cut before any copy.
@@ -130,7 +137,7 @@ def _part_text(
         data = decode_body(body, entity.transfer_encoding, strict=False)
     except TransferDecodeError:
         result.note(Problem.ENCODING)
-        return ""
+        return None
     if len(data) > wanted:
         data = data[:wanted]
         result.note(cut_problem)
