@@ -91,6 +91,7 @@ class _Extractor:
         self.tokens = 0
         self.limits_hit = False
         self.newlines = 2  # trailing line breaks of the output so far (0-2)
+        self.after_space = False  # the output ends with a space or tab
         self.hidden_classes: set[str] = set()
 
     # --- tokens --------------------------------------------------------------------------------
@@ -209,8 +210,6 @@ class _Extractor:
             if len(chunk) < stop - start:
                 stop = start + len(chunk)
                 self.limits_hit = True
-        if self.top() == "head" and text[start:stop].strip():  # text ends an unclosed head
-            self.close_through("head")
         if self.hidden:
             return
         chunk = html.unescape(text[start:stop])
@@ -218,7 +217,7 @@ class _Extractor:
             self.write(chunk.replace("\r\n", "\n"))
             return
         chunk = _SPACES.sub(" ", chunk)
-        if self.newlines:
+        if self.newlines or self.after_space:
             chunk = chunk.lstrip(" ")
         self.write(chunk)
 
@@ -295,6 +294,7 @@ class _Extractor:
         """Append visible text."""
         if chunk:
             self.out.append(chunk)
+            self.after_space = chunk[-1] in " \t"
             stripped = chunk.rstrip("\n")
             self.newlines = (
                 min(2, len(chunk) - len(stripped))
