@@ -1,0 +1,227 @@
+"""The lifecycle state machine of one send (spec/sending.md §8.6) as data and pure functions.
+
+`TRANSITIONS` is the single source of truth: the fold below uses it, and ledger/scripts.py
+renders the same table into the Lua append script, so Python and Redis cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, Literal
+
+import msgspec
+from msgspec import Struct
+
+from schemas.ledger import (
+    ANNOTATION_TYPES,
+    DISPATCH_TERMINAL_TYPES,
+    Claimed,
+    Event,
+    EventData,
+    InvalidTransition,
+    Prepared,
+    SentFilingFailed,
+    SentFilingSucceeded,
+    SmtpAttemptStarted,
+)
+
+State = Literal[
+    "NONE",
+    "PREPARED",
+    "CLAIMED",
+    "ATTEMPTING",
+    "COMMITTED",
+    "ACCEPTED",
+    "FILING",
+    "FILED",
+    "REJECTED",
+    "UNKNOWN",
+    "EXPIRED",
+]
+STATES: Final[tuple[State, ...]] = (
+    "NONE",
+    "PREPARED",
+    "CLAIMED",
+    "ATTEMPTING",
+    "COMMITTED",
+    "ACCEPTED",
+    "FILING",
+    "FILED",
+    "REJECTED",
+    "UNKNOWN",
+    "EXPIRED",
+)
+TERMINAL_STATES: Final = frozenset({"REJECTED", "UNKNOWN", "EXPIRED", "FILED"})
+# Conditions that the data alone cannot decide: the deadline needs a clock, `append_sent` needs
+# the claim, and recovery needs an actor of kind `recovery:` (plus, in Redis, lease and grace).
+Need = Literal["", "deadline", "append_sent", "recovery"]
+
+Guard = tuple[tuple[str, tuple[str, ...]], ...]  # every (field, allowed values) must hold
+
+
+class Rule(Struct, frozen=True):
+    """One allowed transition: the target state, data guards (any one may match), a need."""
+
+    to: State
+    when: tuple[Guard, ...] = ()
+    need: Need = ""
+
+
+_PRE_TERMINATOR = ("not_attempted", "connection", "authentication", "envelope", "data")
+
+TRANSITIONS: Final[dict[tuple[State, str], Rule]] = {
+    ("NONE", "prepared"): Rule("PREPARED"),
+    ("PREPARED", "claimed"): Rule("CLAIMED"),
+    ("PREPARED", "expired"): Rule("EXPIRED", need="deadline"),
+    ("CLAIMED", "dispatch_aborted"): Rule("REJECTED"),
+    ("CLAIMED", "smtp_attempt_started"): Rule("ATTEMPTING"),
+    ("CLAIMED", "recovery_classified"): Rule(
+        "REJECTED",
+        when=((("classification", ("not_attempted",)), ("stage", ("not_attempted",))),),
+        need="recovery",
+    ),
+    # Before the commit point no end-of-data marker (nor Graph POST) can have left (I4), so a
+    # rejection here never carries the acknowledgement or graph_submission stage.
+    ("ATTEMPTING", "smtp_rejected"): Rule("REJECTED", when=((("stage", _PRE_TERMINATOR),),)),
+    ("ATTEMPTING", "smtp_commit_point"): Rule("COMMITTED"),
+    ("ATTEMPTING", "recovery_classified"): Rule(
+        "REJECTED",
+        when=((("classification", ("not_submitted",)), ("stage", ("interrupted",))),),
+        need="recovery",
+    ),
+    ("COMMITTED", "smtp_accepted"): Rule("ACCEPTED"),
+    ("COMMITTED", "smtp_rejected"): Rule(
+        "REJECTED",
+        when=(
+            (("stage", ("acknowledgement", "graph_submission")),),
+            (("stage", ("data",)), ("reason", ("aborted_before_terminator",))),
+        ),
+    ),
+    ("COMMITTED", "smtp_outcome_unknown"): Rule("UNKNOWN"),
+    ("COMMITTED", "recovery_classified"): Rule(
+        "UNKNOWN",
+        when=(
+            (
+                ("classification", ("unknown",)),
+                ("stage", ("acknowledgement", "graph_submission")),
+            ),
+        ),
+        need="recovery",
+    ),
+    ("ACCEPTED", "sent_filing_started"): Rule("FILING", need="append_sent"),
+    ("FILING", "sent_filing_succeeded"): Rule("FILED"),
+    ("FILING", "sent_filing_failed"): Rule("FILED"),
+}
+
+
+class Lifecycle(Struct, frozen=True, kw_only=True):
+    """What a fold of one stream knows: its state and the events later decisions depend on."""
+
+    state: State = "NONE"
+    prepared: Prepared | None = None
+    claimed: Claimed | None = None
+    claimed_srv_ms: int | None = None
+    attempt: SmtpAttemptStarted | None = None
+    terminal: EventData | None = None
+    terminal_actor: str = ""
+    filing_srv_ms: int | None = None
+    filing_result: SentFilingSucceeded | SentFilingFailed | None = None
+    last_lifecycle_type: str = ""
+    lifecycle_events: int = 0
+    annotations: int = 0
+
+
+def rule_for(state: State, event_type: str) -> Rule | None:
+    """Return the transition rule for `event_type` in `state`, or None when none exists."""
+    return TRANSITIONS.get((state, event_type))
+
+
+def guards_hold(rule: Rule, data: EventData) -> bool:
+    """Tell whether the event data satisfies one of the rule's guards (or it has none)."""
+    if not rule.when:
+        return True
+    return any(
+        all(getattr(data, name, None) in allowed for name, allowed in guard) for guard in rule.when
+    )
+
+
+def advance(lifecycle: Lifecycle, event: Event, srv_ms: int | None = None) -> Lifecycle:
+    """Apply one event to a lifecycle; raise InvalidTransition for anything §8.6 forbids.
+
+    `srv_ms` is the server time the event was stored at (or will be); when given, `expired`
+    must not precede the preparation deadline.
+    """
+    state = lifecycle.state
+    if event.type in ANNOTATION_TYPES:
+        if state == "NONE":
+            raise InvalidTransition(state, event.type, "an annotation needs a prepared stream")
+        return msgspec.structs.replace(lifecycle, annotations=lifecycle.annotations + 1)
+    rule = rule_for(state, event.type)
+    if rule is None:
+        raise InvalidTransition(state, event.type)
+    if event.type == "prepared" and event.seq != 1:
+        raise InvalidTransition(state, event.type, "prepared must be the first event")
+    if not guards_hold(rule, event.data):
+        raise InvalidTransition(state, event.type, "its data does not fit this state")
+    _check_need(lifecycle, rule, event, srv_ms)
+    return _record(lifecycle, rule.to, event, srv_ms)
+
+
+def _check_need(lifecycle: Lifecycle, rule: Rule, event: Event, srv_ms: int | None) -> None:
+    state, kind = lifecycle.state, event.type
+    if rule.need == "deadline":
+        prepared = lifecycle.prepared
+        if srv_ms is not None and prepared is not None and srv_ms < prepared.expires_ms:
+            raise InvalidTransition(state, kind, "expired before the preparation deadline")
+    elif rule.need == "append_sent":
+        if lifecycle.claimed is None or not lifecycle.claimed.append_sent:
+            raise InvalidTransition(state, kind, "the claim did not ask for a Sent copy")
+    elif rule.need == "recovery" and not event.actor.startswith("recovery:"):
+        raise InvalidTransition(state, kind, "only recovery may classify a dispatch")
+
+
+def _record(lifecycle: Lifecycle, to: State, event: Event, srv_ms: int | None) -> Lifecycle:
+    data = event.data
+    changes: dict[str, object] = {
+        "state": to,
+        "last_lifecycle_type": event.type,
+        "lifecycle_events": lifecycle.lifecycle_events + 1,
+    }
+    if isinstance(data, Prepared):
+        changes["prepared"] = data
+    elif isinstance(data, Claimed):
+        changes["claimed"] = data
+        changes["claimed_srv_ms"] = srv_ms
+    elif isinstance(data, SmtpAttemptStarted):
+        changes["attempt"] = data
+    elif event.type in DISPATCH_TERMINAL_TYPES:
+        changes["terminal"] = data
+        changes["terminal_actor"] = event.actor
+    elif event.type == "sent_filing_started":
+        changes["filing_srv_ms"] = srv_ms
+    elif isinstance(data, SentFilingSucceeded | SentFilingFailed):
+        changes["filing_result"] = data
+    return msgspec.structs.replace(lifecycle, **changes)
+
+
+def fold(events: Sequence[Event], srv_ms: Sequence[int] | None = None) -> Lifecycle:
+    """Fold a whole stream's events (with their server times, when known) into a Lifecycle."""
+    lifecycle = Lifecycle()
+    for position, event in enumerate(events):
+        lifecycle = advance(lifecycle, event, None if srv_ms is None else srv_ms[position])
+    return lifecycle
+
+
+def state_after_types(types: Sequence[str]) -> State:
+    """Fold by event type alone, as the Lua scripts do; raise InvalidTransition when stuck."""
+    state: State = "NONE"
+    for kind in types:
+        if kind in ANNOTATION_TYPES:
+            if state == "NONE":
+                raise InvalidTransition(state, kind, "an annotation needs a prepared stream")
+            continue
+        rule = rule_for(state, kind)
+        if rule is None:
+            raise InvalidTransition(state, kind)
+        state = rule.to
+    return state

@@ -1,0 +1,106 @@
+-- ledger_append: compare-and-append of every event other than prepared and claimed.
+-- KEYS: stream, payload, index, open, unclaimed, lease (of the claim's dispatcher, or any)
+-- ARGV: pid, expected_seq, expected_h, type, e, h, eid, m, retention_ms, annotation_cap,
+--       grace_ms
+local stream, payload_key, index_key, open_key, unclaimed, lease = KEYS[1], KEYS[2], KEYS[3],
+  KEYS[4], KEYS[5], KEYS[6]
+local pid, expected_seq, expected_h, t = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local e, h, eid, m = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local retention, cap, grace = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+
+local entries = read_stream(stream)
+if #entries == 0 then
+  return {'missing'}
+end
+if #entries > MAX_ENTRIES then
+  return {'corrupt', 'stream too long'}
+end
+local state = fold(entries)
+if not state then
+  return {'corrupt', 'invalid stored transition'}
+end
+local head_seq, head_h = head_of(entries)
+local annotations = 0
+for i = 1, #entries do
+  local f = fields(entries[i])
+  if f.eid == eid then
+    -- A retry whose first reply was lost: report where it landed and where the head is now.
+    return {'duplicate', int(seq_of(entries[i][1]) or 0), int(head_seq), head_h, state}
+  end
+  if ANNOTATIONS[f.t] then
+    annotations = annotations + 1
+  end
+end
+if head_seq ~= expected_seq or head_h ~= expected_h then
+  return {'conflict', int(head_seq), head_h, state}
+end
+local event, why = check_new(e, pid, expected_seq + 1, expected_h, eid, t)
+if not event then
+  return {'malformed', why}
+end
+
+local now = now_ms()
+if ANNOTATIONS[t] then
+  if annotations >= cap then
+    return {'annotation_cap'}
+  end
+else
+  local rule = TRANSITIONS[state .. '|' .. t]
+  if not rule or not guards_hold(rule, event.data) then
+    return {'invalid_transition', state}
+  end
+  local recovery_actor = type(event.actor) == 'string'
+    and string.sub(event.actor, 1, 9) == 'recovery:'
+  if rule.need == 'deadline' then
+    local prepared = decode(fields(entries[1]).e)
+    if not prepared or now < prepared.data.expires_ms then
+      return {'too_early', int(now)}
+    end
+  elseif rule.need == 'append_sent' then
+    local claimed = decode(find(entries, 'claimed').e)
+    if not claimed or claimed.data.append_sent ~= true then
+      return {'invalid_transition', state}
+    end
+  elseif rule.need == 'recovery' and not recovery_actor then
+    return {'invalid_transition', state}
+  end
+  if rule.need == 'recovery' or (t == 'sent_filing_failed' and recovery_actor) then
+    -- Recovery may only close what a dead dispatcher left behind, and only after the grace.
+    local claimed_f = find(entries, 'claimed')
+    local claimed = decode(claimed_f.e)
+    local suffix = 's:' .. pid
+    local prefix = string.sub(stream, 1, #stream - #suffix)
+    if string.sub(stream, #stream - #suffix + 1) ~= suffix or not claimed
+        or lease ~= prefix .. 'lease:' .. tostring(claimed.data.dispatcher_id) then
+      return {'malformed', 'the lease key is not the claim dispatcher lease'}
+    end
+    if redis.call('EXISTS', lease) == 1 then
+      return {'lease_alive'}
+    end
+    local since = tonumber(claimed_f.srv_ms)
+    if t == 'sent_filing_failed' then
+      since = tonumber(find(entries, 'sent_filing_started').srv_ms)
+    end
+    if now - since < grace then
+      return {'too_early', int(now)}
+    end
+  end
+end
+
+local seq = expected_seq + 1
+add_entry(stream, seq, e, h, t, eid, now, m)
+if DISPATCH_TERMINAL[t] then
+  redis.call('ZREM', open_key, 'd:' .. pid)
+elseif t == 'sent_filing_started' then
+  redis.call('ZADD', open_key, int(now), 'f:' .. pid)
+elseif FILING_RESULT[t] then
+  redis.call('ZREM', open_key, 'f:' .. pid)
+elseif t == 'expired' then
+  redis.call('DEL', payload_key)
+  redis.call('ZREM', unclaimed, pid)
+end
+add_index(index_key, pid, seq, t, h, now, retention)
+if not ANNOTATIONS[t] then
+  redis.call('PEXPIRE', stream, int(retention))
+end
+return {'appended', int(seq), int(now)}

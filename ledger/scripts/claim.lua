@@ -1,0 +1,70 @@
+-- ledger_claim: the one-time claim (precedence of §3.3 / §8.7).
+-- KEYS: stream, payload, index, open, unclaimed
+-- ARGV: pid, owner, confirmed_digest, expected_seq, expected_h, e, h, eid, m, retention_ms
+local stream, payload_key, index_key, open_key, unclaimed = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
+  KEYS[5]
+local pid, owner, digest = ARGV[1], ARGV[2], ARGV[3]
+local expected_seq, expected_h = tonumber(ARGV[4]), ARGV[5]
+local e, h, eid, m, retention = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
+
+local entries = read_stream(stream)
+if #entries == 0 then
+  return {'missing'}
+end
+if #entries > MAX_ENTRIES then
+  return {'corrupt', 'stream too long'}
+end
+local first = fields(entries[1])
+local prepared = decode(first.e or '')
+if entries[1][1] ~= '0-1' or first.t ~= 'prepared' or not prepared or prepared.pid ~= pid
+    or type(prepared.data) ~= 'table' then
+  return {'corrupt', 'entry 1 is not the prepared event'}
+end
+if prepared.data.owner ~= owner then
+  return {'missing'}
+end
+if prepared.data.digest ~= digest then
+  return {'mismatch'}
+end
+local state = fold(entries)
+if not state then
+  return {'corrupt', 'invalid stored transition'}
+end
+local head_seq, head_h = head_of(entries)
+for i = 2, #entries do
+  if fields(entries[i]).eid == eid then
+    -- Our own claim already landed and its reply was lost: the payload is gone for good.
+    return {'ack_lost', int(head_seq), head_h, state}
+  end
+end
+-- An `expired` event is not a consumption: it answers `expired` below (time has passed too).
+if state ~= 'PREPARED' and state ~= 'EXPIRED' then
+  return {'existing', int(head_seq), head_h, state}
+end
+local now = now_ms()
+if state == 'EXPIRED' or now >= prepared.data.expires_ms then
+  return {'expired', int(now)}
+end
+if head_seq ~= expected_seq or head_h ~= expected_h then
+  return {'conflict', int(head_seq), head_h, state}
+end
+local payload = redis.call('GET', payload_key)
+if not payload then
+  return {'payload_missing'}
+end
+local event, why = check_new(e, pid, expected_seq + 1, expected_h, eid, 'claimed')
+if not event then
+  return {'malformed', why}
+end
+if event.data.confirmed_digest ~= digest then
+  return {'malformed', 'e confirms another digest'}
+end
+
+local seq = expected_seq + 1
+add_entry(stream, seq, e, h, 'claimed', eid, now, m)
+redis.call('DEL', payload_key)
+redis.call('ZREM', unclaimed, pid)
+redis.call('ZADD', open_key, int(now), 'd:' .. pid)
+add_index(index_key, pid, seq, 'claimed', h, now, retention)
+redis.call('PEXPIRE', stream, int(retention))
+return {'claimed', payload, int(now)}

@@ -1,0 +1,129 @@
+-- Shared prelude of the send-ledger scripts (spec/sending.md §8.7). ledger/scripts.py replaces
+-- the marker line below with the lifecycle tables rendered from ledger/lifecycle.py.
+--@LIFECYCLE@
+
+if redis.replicate_commands then
+  -- Redis 6.2 needs this for writes after TIME; 7.x always replicates effects.
+  redis.replicate_commands()
+end
+
+local MAX_ENTRIES = 128
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Lua numbers are doubles; every integer we handle is < 2^53, so %.0f prints it exactly.
+local function int(n)
+  return string.format('%.0f', n)
+end
+
+local function fields(entry)
+  local f = {}
+  local kv = entry[2]
+  for i = 1, #kv, 2 do
+    f[kv[i]] = kv[i + 1]
+  end
+  return f
+end
+
+local function seq_of(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  if ms ~= '0' then
+    return nil
+  end
+  return tonumber(seq)
+end
+
+local function read_stream(key)
+  return redis.call('XRANGE', key, '-', '+', 'COUNT', MAX_ENTRIES + 1)
+end
+
+local function decode(e)
+  local ok, value = pcall(cjson.decode, e)
+  if not ok or type(value) ~= 'table' then
+    return nil
+  end
+  return value
+end
+
+-- Fold the lifecycle state from the `t` fields alone; nil when a stored transition is invalid.
+local function fold(entries)
+  local state = 'NONE'
+  for i = 1, #entries do
+    local t = fields(entries[i]).t
+    if not ANNOTATIONS[t] then
+      local rule = TRANSITIONS[state .. '|' .. tostring(t)]
+      if not rule then
+        return nil
+      end
+      state = rule.to
+    end
+  end
+  return state
+end
+
+local function find(entries, t)
+  for i = 1, #entries do
+    local f = fields(entries[i])
+    if f.t == t then
+      return f
+    end
+  end
+  return nil
+end
+
+local function head_of(entries)
+  local last = entries[#entries]
+  return seq_of(last[1]), fields(last).h
+end
+
+-- The new event's envelope must continue the chain exactly where the caller said it would.
+-- (prev is nil for seq 1: Lua has no SHA-256, so the writer alone vouches for the genesis.)
+local function check_new(e, pid, seq, prev, eid, t)
+  local event = decode(e)
+  if not event or type(event.data) ~= 'table' then
+    return nil, 'e is not an event'
+  end
+  if event.pid ~= pid or event.seq ~= seq or (prev ~= nil and event.prev ~= prev)
+      or event.eid ~= eid or event.type ~= t then
+    return nil, 'e does not continue the chain'
+  end
+  return event, nil
+end
+
+local function add_entry(key, seq, e, h, t, eid, now, m)
+  if m ~= '' then
+    redis.call('XADD', key, '0-' .. int(seq), 'e', e, 'h', h, 't', t, 'eid', eid,
+      'srv_ms', int(now), 'm', m)
+  else
+    redis.call('XADD', key, '0-' .. int(seq), 'e', e, 'h', h, 't', t, 'eid', eid,
+      'srv_ms', int(now))
+  end
+end
+
+local function add_index(key, pid, seq, t, h, now, retention_ms)
+  redis.call('XADD', key, 'MINID', '~', int(math.max(now - retention_ms, 0)), '*',
+    'pid', pid, 'seq', int(seq), 't', t, 'h', h)
+end
+
+local function guards_hold(rule, data)
+  if #rule.when == 0 then
+    return true
+  end
+  for _, guard in ipairs(rule.when) do
+    local ok = true
+    for _, cond in ipairs(guard) do
+      local value = data[cond[1]]
+      if type(value) ~= 'string' or not cond[2][value] then
+        ok = false
+        break
+      end
+    end
+    if ok then
+      return true
+    end
+  end
+  return false
+end

@@ -1,0 +1,477 @@
+"""LedgerStore: the send ledger over redis.asyncio (spec/sending.md §8.3-§8.7, §8.10-§8.12).
+
+Every write goes through one of three Lua scripts; every read is one round trip. Writes that
+carry an event id are retried on a lost reply (the script answers `duplicate`); the claim is
+never retried blindly, because its reply carries the only copy of the payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Any, Final, TypeVar, cast
+
+import redis.asyncio as aioredis
+import redis.exceptions as rex
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
+
+from ledger.chain import event_hash, event_mac, genesis, mac_key, mac_key_id
+from ledger.keys import SCHEMA_VERSION, LedgerKeys
+from ledger.lifecycle import STATES, State, rule_for, state_after_types
+from ledger.outcomes import (
+    AppendOutcome,
+    AppendResult,
+    ClaimOutcome,
+    ClaimResult,
+    Head,
+    LedgerMeta,
+    LedgerSettings,
+    OpenMember,
+    PrepareOutcome,
+    UnclaimedMember,
+)
+from ledger.scripts import script_source
+from schemas.ledger import (
+    MAX_ENTRIES,
+    Claimed,
+    Event,
+    EventData,
+    EventRejected,
+    LedgerCorrupt,
+    LedgerEntry,
+    LedgerUnavailable,
+    Prepared,
+    PreparedPayload,
+    encode_event,
+    encode_payload,
+)
+
+MAX_REBUILDS: Final = 5  # §8.7: rebuild after annotation-only conflicts at most 5 times
+_T = TypeVar("_T")
+
+
+def connect(url: str, **options: Any) -> aioredis.Redis:
+    """Open a client for ANGELOS_REDIS_URL without redis-py's automatic command retries."""
+    return aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **options)
+
+
+def head_of(entries: Sequence[LedgerEntry]) -> Head | None:
+    """Return the head a writer must name after these entries (None for an empty stream)."""
+    if not entries:
+        return None
+    last = entries[-1]
+    return Head(last.seq, last.h, state_after_types([entry.t for entry in entries]))
+
+
+def prepared_data(payload: PreparedPayload, blob: bytes) -> Prepared:
+    """Derive the `prepared` event data from a payload and its exact stored bytes."""
+    return Prepared(
+        owner=payload.owner,
+        digest=payload.digest,
+        message_id=payload.message_id,
+        transport=payload.transport,
+        action=payload.action,
+        created_ms=payload.created_ms,
+        expires_ms=payload.expires_ms,
+        encoded_bytes=len(payload.raw),
+        recipient_count=len(payload.recipients),
+        attachment_sha256=tuple(a.sha256 for a in payload.attachments),
+        payload_sha256=hashlib.sha256(blob).hexdigest(),
+    )
+
+
+class LedgerStore:
+    """The ledger's only door to Redis: prepare, claim, append, read, and recovery queries."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        settings: LedgerSettings | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.client = client
+        self.settings = settings or LedgerSettings()
+        self.keys = LedgerKeys(self.settings.namespace)
+        key = self.settings.hmac_key
+        self._mac_key = None if key is None else mac_key(key.reveal())
+        self._clock = clock or _wall_ms
+        self._scripts: dict[str, AsyncScript] = {
+            name: client.register_script(script_source(name))
+            for name in ("prepare", "claim", "append")
+        }
+
+    # ----------------------------------------------------------------------------- reads
+
+    async def read(self, pid: str) -> tuple[int, list[LedgerEntry]]:
+        """Return (server time ms, entries) from ONE round trip: pipelined TIME + XRANGE."""
+        stream = self.keys.stream(pid)
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.time()
+                pipe.xrange(stream, count=MAX_ENTRIES + 1)
+                now, raw = await pipe.execute()
+        except (rex.ConnectionError, rex.TimeoutError, OSError):
+            raise LedgerUnavailable(maybe_applied=False) from None
+        return _time_ms(now), [_entry(pid, item) for item in raw]
+
+    async def server_time_ms(self) -> int:
+        """Return Redis TIME in milliseconds."""
+        return _time_ms(await self._call(self.client.time(), maybe_applied=False))
+
+    async def open_candidates(
+        self, *, older_than_ms: int | None = None, limit: int = 256
+    ) -> tuple[int, list[OpenMember]]:
+        """Return (server now, open members older than the grace), oldest first (§8.10 step 1)."""
+        now = await self.server_time_ms()
+        age = self.settings.recovery_grace_ms if older_than_ms is None else older_than_ms
+        rows: list[tuple[bytes, float]] = await self._call(
+            self.client.zrangebyscore(
+                self.keys.open, "-inf", f"({now - age}", start=0, num=limit, withscores=True
+            ),
+            maybe_applied=False,
+        )
+        members: list[OpenMember] = []
+        for member, score in rows:
+            text = _text(member)
+            kind, _, pid = text.partition(":")
+            if kind in ("d", "f") and len(pid) == 32:
+                members.append(OpenMember("dispatch" if kind == "d" else "filing", pid, int(score)))
+        return now, members
+
+    async def unclaimed_due(self, *, limit: int = 256) -> tuple[int, list[UnclaimedMember]]:
+        """Return (server now, unclaimed preparations whose deadline has passed) (§8.10 step 5)."""
+        now = await self.server_time_ms()
+        rows: list[tuple[bytes, float]] = await self._call(
+            self.client.zrangebyscore(
+                self.keys.unclaimed, "-inf", now, start=0, num=limit, withscores=True
+            ),
+            maybe_applied=False,
+        )
+        return now, [UnclaimedMember(_text(pid), int(score)) for pid, score in rows]
+
+    # ----------------------------------------------------------------------------- writes
+
+    async def prepare(
+        self, payload: PreparedPayload, *, actor: str, eid: str, at_ms: int | None = None
+    ) -> PrepareOutcome:
+        """Append `prepared` (seq 1) and store the private payload until its deadline."""
+        blob = encode_payload(payload)
+        ttl_ms = payload.expires_ms - payload.created_ms
+        if not 0 < ttl_ms <= self.settings.prepare_ttl_ms:
+            raise EventRejected("the preparation lifetime is out of range")
+        event = Event(
+            pid=payload.pid,
+            seq=1,
+            type="prepared",
+            eid=eid,
+            prev=genesis(payload.pid),
+            at_ms=self._clock() if at_ms is None else at_ms,
+            actor=actor,
+            data=prepared_data(payload, blob),
+        )
+        e, h, m = self._seal(event)
+        keys = self.keys
+        args: list[bytes | str | int] = [payload.pid, e, h, eid, m, blob, ttl_ms]
+        args += [self.settings.retention_ms, payload.expires_ms]
+        reply = await self._write(
+            lambda: self._scripts["prepare"](
+                keys=[keys.stream(payload.pid), keys.payload(payload.pid), keys.index,
+                      keys.unclaimed],
+                args=args,
+            )
+        )  # fmt: skip
+        result = _text(reply[0])
+        if result == "ok":
+            return PrepareOutcome(
+                result="ok", eid=eid, head=Head(1, h, "PREPARED"), srv_ms=int(reply[1])
+            )
+        if result == "duplicate":
+            stored = Head(1, _text(reply[1]), "PREPARED")
+            return PrepareOutcome(result="duplicate", eid=eid, head=stored)
+        if result == "exists":
+            return PrepareOutcome(result="exists", eid=eid)
+        raise _unexpected(reply)
+
+    async def claim(
+        self,
+        pid: str,
+        *,
+        owner: str,
+        confirmed_digest: str,
+        head: Head,
+        claimed: Claimed,
+        actor: str,
+        eid: str,
+        at_ms: int | None = None,
+    ) -> ClaimOutcome:
+        """Run the atomic one-time claim of §8.7; exactly one caller can ever get `claimed`.
+
+        Never retried here: a lost reply means the payload may already be gone, which only a
+        re-read can tell (§8.8 step 2); a connection failure raises LedgerUnavailable.
+        """
+        if claimed.confirmed_digest != confirmed_digest:
+            raise EventRejected("the claim event confirms another digest")
+        event = self._event(pid, head, claimed, actor, eid, at_ms)
+        e, h, m = self._seal(event)
+        keys = self.keys
+        reply = await self._call(
+            self._scripts["claim"](
+                keys=[keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed],
+                args=[pid, owner, confirmed_digest, head.seq, head.h, e, h, eid, m,
+                      self.settings.retention_ms],
+            ),
+            maybe_applied=True,
+        )  # fmt: skip
+        result = _text(reply[0])
+        if result == "claimed":
+            return ClaimOutcome(
+                result="claimed",
+                payload=bytes(reply[1]),
+                srv_ms=int(reply[2]),
+                head=Head(head.seq + 1, h, "CLAIMED"),
+            )
+        if result in ("existing", "conflict", "ack_lost"):
+            return ClaimOutcome(result=cast(ClaimResult, result), head=_head(reply[1:4]))
+        if result == "expired":
+            return ClaimOutcome(result="expired", srv_ms=int(reply[1]))
+        if result in ("missing", "mismatch", "payload_missing"):
+            return ClaimOutcome(result=cast(ClaimResult, result))
+        raise _unexpected(reply)
+
+    async def append(
+        self,
+        pid: str,
+        head: Head,
+        data: EventData,
+        *,
+        actor: str,
+        eid: str,
+        at_ms: int | None = None,
+        lease_of: str | None = None,
+    ) -> AppendOutcome:
+        """Compare-and-append one event after `head` (§8.7 `ledger_append`).
+
+        When only annotations slipped in (same lifecycle state), the event is rebuilt on the new
+        head with the same eid, at most 5 times; a lost reply is retried with the same eid.
+        `lease_of` names the claim's dispatcher id, needed for recovery-written events.
+        """
+        keys = self.keys
+        lease = keys.lease(lease_of) if lease_of else keys.prefix + "lease:-"
+        outcome: AppendOutcome | None = None
+        for _ in range(1 + MAX_REBUILDS):
+            event = self._event(pid, head, data, actor, eid, at_ms)
+            e, h, m = self._seal(event)
+            args: list[bytes | str | int] = [
+                pid, head.seq, head.h, data.TYPE, e, h, eid, m, self.settings.retention_ms,
+                self.settings.annotation_cap, self.settings.recovery_grace_ms,
+            ]  # fmt: skip
+            send = partial(
+                self._scripts["append"],
+                keys=[keys.stream(pid), keys.payload(pid), keys.index, keys.open,
+                      keys.unclaimed, lease],
+                args=args,
+            )  # fmt: skip
+            reply = await self._write(send)
+            outcome = self._append_outcome(reply, head, data, h, eid)
+            if (
+                outcome.result != "conflict"
+                or outcome.head is None
+                or outcome.head.state != head.state
+            ):
+                return outcome
+            head = outcome.head  # only annotations slipped in: same eid, new seq/prev
+        assert outcome is not None
+        return outcome
+
+    def _append_outcome(
+        self, reply: list[Any], head: Head, data: EventData, h: str, eid: str
+    ) -> AppendOutcome:
+        result = _text(reply[0])
+        if result == "appended":
+            rule = rule_for(head.state, data.TYPE)
+            state = head.state if rule is None else rule.to
+            seq = int(reply[1])
+            return AppendOutcome(
+                result="appended", eid=eid, seq=seq, srv_ms=int(reply[2]), head=Head(seq, h, state)
+            )
+        if result == "duplicate":
+            current = _head(reply[2:5])
+            return AppendOutcome(
+                result="duplicate", eid=eid, seq=int(reply[1]), head=current, state=current.state
+            )
+        if result == "conflict":
+            current = _head(reply[1:4])
+            return AppendOutcome(result="conflict", eid=eid, head=current, state=current.state)
+        if result == "invalid_transition":
+            return AppendOutcome(result="invalid_transition", eid=eid, state=_state(reply[1]))
+        if result == "too_early":
+            return AppendOutcome(result="too_early", eid=eid, srv_ms=int(reply[1]))
+        if result in ("lease_alive", "annotation_cap", "missing"):
+            return AppendOutcome(result=cast(AppendResult, result), eid=eid)
+        raise _unexpected(reply)
+
+    # ----------------------------------------------------------------------------- small keys
+
+    async def refresh_lease(self, dispatcher_id: str, ttl_ms: int) -> None:
+        """Set (or refresh) this process's dispatcher lease for `ttl_ms`."""
+        await self._call(
+            self.client.set(self.keys.lease(dispatcher_id), b"1", px=ttl_ms), maybe_applied=True
+        )
+
+    async def release_lease(self, dispatcher_id: str) -> None:
+        """Delete this process's dispatcher lease (clean shutdown)."""
+        await self._call(self.client.delete(self.keys.lease(dispatcher_id)), maybe_applied=True)
+
+    async def lease_alive(self, dispatcher_id: str) -> bool:
+        """Tell whether a dispatcher's lease key exists."""
+        found = await self._call(
+            self.client.exists(self.keys.lease(dispatcher_id)), maybe_applied=False
+        )
+        return bool(found)
+
+    async def forget_open(self, member: OpenMember) -> None:
+        """Remove a stale `open` member whose stream is closed or gone (§8.10 step 2)."""
+        await self._call(self.client.zrem(self.keys.open, member.member), maybe_applied=True)
+
+    async def forget_unclaimed(self, pid: str) -> None:
+        """Remove a stale `unclaimed` member whose stream is claimed, expired or gone."""
+        await self._call(self.client.zrem(self.keys.unclaimed, pid), maybe_applied=True)
+
+    async def wait_durable(self, *, replicas: int, timeout_ms: int) -> bool:
+        """Run `WAITAOF 1 <replicas> <timeout>` (Redis >= 7.2); True when the fsyncs confirmed."""
+        reply = await self._call(
+            self.client.execute_command(  # type: ignore[no-untyped-call]
+                "WAITAOF", 1, replicas, timeout_ms
+            ),
+            maybe_applied=False,
+        )
+        return int(reply[0]) >= 1 and int(reply[1]) >= replicas
+
+    async def ensure_meta(self) -> LedgerMeta:
+        """Create the meta hash fields once (schema, created_ms, mac_key_id) and return them."""
+        now = await self.server_time_ms()
+        key_id = "" if self._mac_key is None else mac_key_id(self._mac_key)
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(self.keys.meta, "schema", SCHEMA_VERSION)
+            pipe.hsetnx(self.keys.meta, "created_ms", now)
+            if key_id:
+                pipe.hsetnx(self.keys.meta, "mac_key_id", key_id)
+            pipe.hgetall(self.keys.meta)
+            replies = await self._call(pipe.execute(), maybe_applied=True)
+        stored = {_text(k): _text(v) for k, v in replies[-1].items()}
+        return LedgerMeta(
+            stored.get("schema", ""),
+            int(stored.get("created_ms", "0") or 0),
+            stored.get("mac_key_id", ""),
+        )
+
+    # ----------------------------------------------------------------------------- helpers
+
+    def _event(
+        self, pid: str, head: Head, data: EventData, actor: str, eid: str, at_ms: int | None
+    ) -> Event:
+        return Event(
+            pid=pid,
+            seq=head.seq + 1,
+            type=cast(Any, data.TYPE),
+            eid=eid,
+            prev=head.h,
+            at_ms=self._clock() if at_ms is None else at_ms,
+            actor=actor,
+            data=data,
+        )
+
+    def _seal(self, event: Event) -> tuple[bytes, str, str]:
+        """Return (canonical e, h, m or "")."""
+        e = encode_event(event)
+        h = event_hash(e)
+        return e, h, "" if self._mac_key is None else event_mac(self._mac_key, h)
+
+    async def _write(self, send: Callable[[], Awaitable[_T]]) -> _T:
+        """Run an eid-carrying script, retrying only a lost reply (the script deduplicates)."""
+        attempts = max(1, self.settings.write_attempts)
+        for attempt in range(1, attempts + 1):
+            try:
+                return await send()
+            except (rex.ConnectionError, rex.TimeoutError, OSError):
+                if attempt == attempts:
+                    raise LedgerUnavailable(maybe_applied=True) from None
+                await asyncio.sleep(0.05 * attempt)
+            except rex.ResponseError:
+                raise LedgerUnavailable(
+                    "the send ledger store refused a write", maybe_applied=False
+                ) from None
+        raise AssertionError("unreachable")
+
+    async def _call(self, awaitable: Any, *, maybe_applied: bool) -> Any:
+        """Await one redis-py call (its async typing is loose), mapping failures to our errors."""
+        try:
+            return await awaitable
+        except (rex.ConnectionError, rex.TimeoutError, OSError):
+            raise LedgerUnavailable(maybe_applied=maybe_applied) from None
+        except rex.ResponseError:
+            raise LedgerUnavailable(
+                "the send ledger store refused a command", maybe_applied=False
+            ) from None
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _time_ms(reply: Any) -> int:
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _text(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes | bytearray) else str(value)
+
+
+def _state(value: Any) -> State:
+    text = _text(value)
+    if text not in STATES:
+        raise LedgerCorrupt("the ledger script reported an unknown state")
+    return text
+
+
+def _head(values: Sequence[Any]) -> Head:
+    return Head(int(values[0]), _text(values[1]), _state(values[2]))
+
+
+def _unexpected(reply: Any) -> Exception:
+    if isinstance(reply, list) and reply and _text(reply[0]) == "malformed":
+        return EventRejected("the ledger script refused the event as malformed")
+    if isinstance(reply, list) and reply and _text(reply[0]) == "corrupt":
+        return LedgerCorrupt("the send ledger stream failed the script's integrity checks")
+    return LedgerCorrupt("the ledger script gave an unexpected answer")
+
+
+_ENTRY_FIELDS: Final = (b"e", b"h", b"t", b"eid", b"srv_ms")
+
+
+def _entry(pid: str, item: Any) -> LedgerEntry:
+    entry_id, fields = item
+    fields = {(k if isinstance(k, bytes) else str(k).encode()): v for k, v in fields.items()}
+    if any(name not in fields for name in _ENTRY_FIELDS):
+        raise LedgerCorrupt("a send ledger entry lacks a required field")
+    srv_ms = _text(fields[b"srv_ms"])
+    if not srv_ms.isdigit():
+        raise LedgerCorrupt("a send ledger entry has a malformed server time")
+    mac = fields.get(b"m")
+    return LedgerEntry(
+        pid=pid,
+        id=_text(entry_id),
+        e=_text(fields[b"e"]),
+        h=_text(fields[b"h"]),
+        t=_text(fields[b"t"]),
+        eid=_text(fields[b"eid"]),
+        srv_ms=int(srv_ms),
+        **({} if mac is None else {"m": _text(mac)}),
+    )

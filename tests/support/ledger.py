@@ -1,0 +1,281 @@
+"""Builders for send-ledger tests: sample event data, payloads and hand-made hash chains."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import msgspec
+
+from ledger.chain import event_hash, event_mac, genesis
+from ledger.lifecycle import State
+from schemas.ledger import (
+    Claimed,
+    ConfirmRefused,
+    DispatchAborted,
+    DuplicateConfirm,
+    Event,
+    EventData,
+    Expired,
+    LateOutcomeObserved,
+    LedgerEntry,
+    Prepared,
+    PreparedPayload,
+    RecoveryClassified,
+    SentFilingFailed,
+    SentFilingStarted,
+    SentFilingSucceeded,
+    SmtpAccepted,
+    SmtpAttemptStarted,
+    SmtpCommitPoint,
+    SmtpOutcomeUnknown,
+    SmtpRejected,
+    encode_event,
+)
+
+PID = "0123456789abcdef0123456789abcdef"
+OWNER = "a1" * 32
+OTHER_OWNER = "b2" * 32
+DIGEST = "d4" * 32
+T0 = 1_800_000_000_000  # 2027-01-15T08:00:00Z
+TTL_MS = 900_000
+DISPATCHER = "c3" * 16
+EIDS = [f"{n:032x}" for n in range(1, 200)]
+
+
+def prepared(*, expires_ms: int = T0 + TTL_MS, owner: str = OWNER) -> Prepared:
+    """A `prepared` data object for PID."""
+    return Prepared(
+        owner=owner,
+        digest=DIGEST,
+        message_id=f"<{PID}@example.test>",
+        transport="smtp",
+        action="new",
+        created_ms=expires_ms - TTL_MS,
+        expires_ms=expires_ms,
+        encoded_bytes=1234,
+        recipient_count=2,
+        attachment_sha256=("e5" * 32,),
+        payload_sha256="f6" * 32,
+    )
+
+
+def claimed(*, append_sent: bool = False, dispatcher_id: str = DISPATCHER) -> Claimed:
+    """A `claimed` data object confirming DIGEST."""
+    return Claimed(
+        dispatcher_id=dispatcher_id,
+        claim_token="9" * 32,
+        confirmed_digest=DIGEST,
+        append_sent=append_sent,
+    )
+
+
+ATTEMPT = SmtpAttemptStarted(
+    transport="smtp", endpoint="smtp.example.test:465", tls_mode="tls", auth="plain"
+)
+COMMIT = SmtpCommitPoint(wire_bytes=1240, raw_sha256="ab" * 32)
+ACCEPTED = SmtpAccepted(stage="acknowledgement", reply_code=250, enhanced_status="2.0.0")
+REJECTED_ACK = SmtpRejected(
+    stage="acknowledgement",
+    reply_code=554,
+    enhanced_status="5.7.1",
+    network_contacted=True,
+    reason="final_reply_negative",
+)
+REJECTED_ENVELOPE = SmtpRejected(
+    stage="envelope",
+    reply_code=550,
+    enhanced_status="5.1.1",
+    network_contacted=True,
+    reason="recipient_refused",
+)
+ABORTED_BEFORE_TERMINATOR = SmtpRejected(
+    stage="data",
+    reply_code=0,
+    enhanced_status="",
+    network_contacted=True,
+    reason="aborted_before_terminator",
+)
+UNKNOWN = SmtpOutcomeUnknown(stage="acknowledgement", cause="connection_lost")
+ABORTED = DispatchAborted(
+    stage="integrity_validation", reason="payload_hash_mismatch", network_contacted=False
+)
+FILING_STARTED = SentFilingStarted(mailbox_role="sent")
+FILING_SAVED = SentFilingSucceeded(destination_known=True, uid_validity=7, uid=42)
+FILING_FAILED = SentFilingFailed(outcome="rejected", reason="imap_rejected")
+FILING_UNKNOWN = SentFilingFailed(outcome="unknown", reason="process_lost")
+EXPIRED = Expired(reason="deadline_passed")
+RECOVERED_NOT_ATTEMPTED = RecoveryClassified(
+    classification="not_attempted",
+    stage="not_attempted",
+    claim_age_ms=1_000_000,
+    last_lifecycle_type="claimed",
+)
+RECOVERED_NOT_SUBMITTED = RecoveryClassified(
+    classification="not_submitted",
+    stage="interrupted",
+    claim_age_ms=1_000_000,
+    last_lifecycle_type="smtp_attempt_started",
+)
+RECOVERED_UNKNOWN = RecoveryClassified(
+    classification="unknown",
+    stage="acknowledgement",
+    claim_age_ms=1_000_000,
+    last_lifecycle_type="smtp_commit_point",
+)
+REFUSED = ConfirmRefused(reason="digest_mismatch")
+DUPLICATE = DuplicateConfirm(observed_status="accepted")
+LATE = LateOutcomeObserved(outcome="accepted", stage="acknowledgement", reply_code=250)
+
+# One valid data object per event type, in catalogue order.
+SAMPLES: dict[str, EventData] = {
+    "prepared": prepared(),
+    "claimed": claimed(),
+    "dispatch_aborted": ABORTED,
+    "smtp_attempt_started": ATTEMPT,
+    "smtp_commit_point": COMMIT,
+    "smtp_accepted": ACCEPTED,
+    "smtp_rejected": REJECTED_ENVELOPE,
+    "smtp_outcome_unknown": UNKNOWN,
+    "sent_filing_started": FILING_STARTED,
+    "sent_filing_succeeded": FILING_SAVED,
+    "sent_filing_failed": FILING_FAILED,
+    "expired": EXPIRED,
+    "recovery_classified": RECOVERED_NOT_ATTEMPTED,
+    "confirm_refused": REFUSED,
+    "duplicate_confirm": DUPLICATE,
+    "late_outcome_observed": LATE,
+}
+
+# A shortest lifecycle path into every state (claims ask for a Sent copy so FILING is reachable).
+PATHS: dict[State, tuple[EventData, ...]] = {
+    "NONE": (),
+    "PREPARED": (prepared(),),
+    "CLAIMED": (prepared(), claimed(append_sent=True)),
+    "ATTEMPTING": (prepared(), claimed(append_sent=True), ATTEMPT),
+    "COMMITTED": (prepared(), claimed(append_sent=True), ATTEMPT, COMMIT),
+    "ACCEPTED": (prepared(), claimed(append_sent=True), ATTEMPT, COMMIT, ACCEPTED),
+    "FILING": (prepared(), claimed(append_sent=True), ATTEMPT, COMMIT, ACCEPTED, FILING_STARTED),
+    "FILED": (
+        prepared(),
+        claimed(append_sent=True),
+        ATTEMPT,
+        COMMIT,
+        ACCEPTED,
+        FILING_STARTED,
+        FILING_SAVED,
+    ),
+    "REJECTED": (prepared(), claimed(append_sent=True), ABORTED),
+    "UNKNOWN": (prepared(), claimed(append_sent=True), ATTEMPT, COMMIT, UNKNOWN),
+    "EXPIRED": (prepared(expires_ms=T0 + 2), EXPIRED),  # entry 2 is stored at T0 + 2
+}
+
+
+def actor_for(data: EventData) -> str:
+    """The writer §8.5 names for an event type."""
+    if isinstance(data, Prepared):
+        return "api:test-1"
+    if isinstance(data, RecoveryClassified):
+        return "recovery:worker-1"
+    if isinstance(data, Expired):
+        return "sweeper:worker-1"
+    return f"dispatcher:{DISPATCHER}"
+
+
+def build_events(
+    items: Sequence[EventData],
+    *,
+    pid: str = PID,
+    actors: Sequence[str] | None = None,
+    at_ms: Sequence[int] | None = None,
+) -> list[tuple[Event, bytes, str]]:
+    """Chain data objects into (event, canonical bytes, hash) triples."""
+    prev = genesis(pid)
+    out: list[tuple[Event, bytes, str]] = []
+    for n, data in enumerate(items, start=1):
+        event = Event(
+            pid=pid,
+            seq=n,
+            type=data.TYPE,  # type: ignore[arg-type]
+            eid=EIDS[n],
+            prev=prev,
+            at_ms=T0 + n if at_ms is None else at_ms[n - 1],
+            actor=actor_for(data) if actors is None else actors[n - 1],
+            data=data,
+        )
+        e = encode_event(event)
+        prev = event_hash(e)
+        out.append((event, e, prev))
+    return out
+
+
+def chain(
+    items: Sequence[EventData],
+    *,
+    pid: str = PID,
+    srv_ms: Sequence[int] | None = None,
+    key: bytes | None = None,
+    actors: Sequence[str] | None = None,
+) -> list[LedgerEntry]:
+    """Build the stored entries a correct writer would have produced for `items`."""
+    times = [T0 + n for n in range(1, len(items) + 1)] if srv_ms is None else list(srv_ms)
+    entries: list[LedgerEntry] = []
+    for (event, e, h), when in zip(build_events(items, pid=pid, actors=actors), times, strict=True):
+        extra = {} if key is None else {"m": event_mac(key, h)}
+        entries.append(
+            LedgerEntry(
+                pid=pid,
+                id=f"0-{event.seq}",
+                e=e.decode("ascii"),
+                h=h,
+                t=event.type,
+                eid=event.eid,
+                srv_ms=when,
+                **extra,
+            )
+        )
+    return entries
+
+
+def payload(
+    pid: str,
+    *,
+    created_ms: int,
+    ttl_ms: int = TTL_MS,
+    owner: str = OWNER,
+    digest: str = DIGEST,
+) -> PreparedPayload:
+    """A small private payload (synthetic content only)."""
+    raw = b"From: a@example.test\r\nTo: b@example.test\r\nSubject: canary\r\n\r\nbody\r\n"
+    return PreparedPayload(
+        pid=pid,
+        owner=owner,
+        transport="smtp",
+        action="new",
+        from_="a@example.test",
+        to=("b@example.test",),
+        cc=(),
+        bcc=("hidden@example.test",),
+        subject="canary-subject",
+        text="canary-body",
+        html="",
+        attachments=(),
+        message_id=f"<{pid}@example.test>",
+        created_ms=created_ms,
+        expires_ms=created_ms + ttl_ms,
+        raw=raw,
+        recipients=("b@example.test", "hidden@example.test"),
+        warnings=(),
+        digest=digest,
+    )
+
+
+def replace_e(entry: LedgerEntry, e: str, *, rehash: bool = False) -> LedgerEntry:
+    """Return the entry with other `e` bytes (and, if asked, a matching `h`)."""
+    h = event_hash(e.encode("latin-1")) if rehash else entry.h
+    return msgspec.structs.replace(entry, e=e, h=h)
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex SHA-256."""
+    return hashlib.sha256(data).hexdigest()

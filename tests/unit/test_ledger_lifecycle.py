@@ -1,0 +1,304 @@
+"""The lifecycle state machine of sending.md §8.6, checked against a table written from the spec."""
+
+from __future__ import annotations
+
+import itertools
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.ledger import (
+    ABORTED,
+    ABORTED_BEFORE_TERMINATOR,
+    ACCEPTED,
+    ATTEMPT,
+    COMMIT,
+    FILING_FAILED,
+    FILING_SAVED,
+    FILING_STARTED,
+    PATHS,
+    RECOVERED_NOT_ATTEMPTED,
+    RECOVERED_NOT_SUBMITTED,
+    RECOVERED_UNKNOWN,
+    REJECTED_ACK,
+    REJECTED_ENVELOPE,
+    SAMPLES,
+    T0,
+    UNKNOWN,
+    actor_for,
+    claimed,
+    prepared,
+)
+
+from ledger.lifecycle import (
+    STATES,
+    TRANSITIONS,
+    Lifecycle,
+    State,
+    advance,
+    fold,
+    state_after_types,
+)
+from ledger.scripts import lifecycle_lua
+from schemas.ledger import (
+    ANNOTATION_TYPES,
+    EVENT_TYPES,
+    Event,
+    EventData,
+    InvalidTransition,
+    LedgerCorrupt,
+    RecoveryClassified,
+    SmtpRejected,
+)
+
+# Written from the §8.6 table, independently of ledger/lifecycle.py.
+EXPECTED: dict[tuple[str, str], str] = {
+    ("NONE", "prepared"): "PREPARED",
+    ("PREPARED", "claimed"): "CLAIMED",
+    ("PREPARED", "expired"): "EXPIRED",
+    ("CLAIMED", "dispatch_aborted"): "REJECTED",
+    ("CLAIMED", "smtp_attempt_started"): "ATTEMPTING",
+    ("CLAIMED", "recovery_classified"): "REJECTED",
+    ("ATTEMPTING", "smtp_rejected"): "REJECTED",
+    ("ATTEMPTING", "smtp_commit_point"): "COMMITTED",
+    ("ATTEMPTING", "recovery_classified"): "REJECTED",
+    ("COMMITTED", "smtp_accepted"): "ACCEPTED",
+    ("COMMITTED", "smtp_rejected"): "REJECTED",
+    ("COMMITTED", "smtp_outcome_unknown"): "UNKNOWN",
+    ("COMMITTED", "recovery_classified"): "UNKNOWN",
+    ("ACCEPTED", "sent_filing_started"): "FILING",
+    ("FILING", "sent_filing_succeeded"): "FILED",
+    ("FILING", "sent_filing_failed"): "FILED",
+}
+
+
+def rejected(stage: str, reason: str, code: int = 0) -> SmtpRejected:
+    return SmtpRejected(
+        stage=stage,  # type: ignore[arg-type]
+        reply_code=code,
+        enhanced_status="",
+        network_contacted=stage != "not_attempted",
+        reason=reason,  # type: ignore[arg-type]
+    )
+
+
+NOT_ATTEMPTED_REJECTION = rejected("not_attempted", "aborted_before_connect")
+GRAPH_REJECTION = rejected("graph_submission", "http_4xx", 400)
+GRAPH_UNKNOWN = RecoveryClassified(
+    classification="unknown",
+    stage="graph_submission",
+    claim_age_ms=1,
+    last_lifecycle_type="smtp_commit_point",
+)
+# Every data variant the guards distinguish, per event type.
+VARIANTS: dict[str, tuple[EventData, ...]] = {
+    **{t: (data,) for t, data in SAMPLES.items()},
+    "smtp_rejected": (
+        REJECTED_ENVELOPE,
+        REJECTED_ACK,
+        ABORTED_BEFORE_TERMINATOR,
+        NOT_ATTEMPTED_REJECTION,
+        GRAPH_REJECTION,
+        rejected("data", "body_write_failed"),
+    ),
+    "recovery_classified": (
+        RECOVERED_NOT_ATTEMPTED,
+        RECOVERED_NOT_SUBMITTED,
+        RECOVERED_UNKNOWN,
+        GRAPH_UNKNOWN,
+    ),
+}
+# The variants §8.6 allows in each valid (state, type) pair; all others must be refused.
+ALLOWED_VARIANTS: dict[tuple[str, str], tuple[EventData, ...]] = {
+    ("CLAIMED", "recovery_classified"): (RECOVERED_NOT_ATTEMPTED,),
+    ("ATTEMPTING", "recovery_classified"): (RECOVERED_NOT_SUBMITTED,),
+    ("COMMITTED", "recovery_classified"): (RECOVERED_UNKNOWN, GRAPH_UNKNOWN),
+    ("ATTEMPTING", "smtp_rejected"): (
+        REJECTED_ENVELOPE,
+        ABORTED_BEFORE_TERMINATOR,
+        NOT_ATTEMPTED_REJECTION,
+        VARIANTS["smtp_rejected"][5],
+    ),
+    ("COMMITTED", "smtp_rejected"): (REJECTED_ACK, ABORTED_BEFORE_TERMINATOR, GRAPH_REJECTION),
+}
+
+
+def lifecycle_in(state: State) -> Lifecycle:
+    path = PATHS[state]
+    return fold(events_for(path), [T0 + n for n in range(1, len(path) + 1)])
+
+
+def events_for(items: tuple[EventData, ...] | list[EventData], start: int = 1) -> list[Event]:
+    return [event(data, seq) for seq, data in enumerate(items, start=start)]
+
+
+def event(data: EventData, seq: int, actor: str | None = None) -> Event:
+    return Event(
+        pid="0" * 32,
+        seq=seq,
+        type=data.TYPE,  # type: ignore[arg-type]
+        eid=f"{seq:032x}",
+        prev="0" * 64,
+        at_ms=T0 + seq,
+        actor=actor or actor_for(data),
+        data=data,
+    )
+
+
+def step(state: State, data: EventData, *, srv_ms: int | None = None) -> Lifecycle:
+    current = lifecycle_in(state)
+    seq = len(PATHS[state]) + 1
+    return advance(current, event(data, seq), srv_ms)
+
+
+class TestValidTransitions:
+    @pytest.mark.parametrize(("state", "event_type"), sorted(EXPECTED))
+    def test_every_valid_transition_reaches_its_state(self, state: State, event_type: str) -> None:
+        for data in ALLOWED_VARIANTS.get((state, event_type), VARIANTS[event_type][:1]):
+            srv_ms = T0 + 10_000_000 if event_type == "expired" else None
+            assert EXPECTED[(state, event_type)] == step(state, data, srv_ms=srv_ms).state
+
+    def test_the_implementation_table_is_exactly_the_spec_table(self) -> None:
+        actual = {pair: rule.to for pair, rule in TRANSITIONS.items()}
+        assert EXPECTED == actual
+
+    @pytest.mark.parametrize("state", [s for s in STATES if s != "NONE"])
+    @pytest.mark.parametrize("annotation", sorted(ANNOTATION_TYPES))
+    def test_annotations_are_valid_in_every_state_after_prepared_and_change_nothing(
+        self, state: State, annotation: str
+    ) -> None:
+        after = step(state, SAMPLES[annotation])
+        assert state == after.state
+        assert lifecycle_in(state).annotations + 1 == after.annotations
+
+    def test_the_full_accepted_and_filed_path(self) -> None:
+        path = [prepared(), claimed(append_sent=True), ATTEMPT, COMMIT, ACCEPTED]
+        lifecycle = fold(events_for([*path, FILING_STARTED, FILING_SAVED]))
+        assert "FILED" == lifecycle.state
+        assert FILING_SAVED == lifecycle.filing_result
+        assert ACCEPTED == lifecycle.terminal
+
+
+class TestInvalidTransitions:
+    @pytest.mark.parametrize(
+        ("state", "event_type"),
+        [
+            pair
+            for pair in itertools.product(STATES, sorted(EVENT_TYPES - ANNOTATION_TYPES))
+            if pair not in EXPECTED
+        ],
+    )
+    def test_every_other_event_from_every_state_is_refused(
+        self, state: State, event_type: str
+    ) -> None:
+        for data in VARIANTS[event_type]:
+            with pytest.raises(InvalidTransition) as caught:
+                step(state, data, srv_ms=T0 + 10_000_000)
+            assert (state, event_type) == (caught.value.state, caught.value.event_type)
+
+    @pytest.mark.parametrize("pair", sorted(ALLOWED_VARIANTS))
+    def test_data_that_does_not_fit_the_state_is_refused(self, pair: tuple[State, str]) -> None:
+        state, event_type = pair
+        for data in VARIANTS[event_type]:
+            if data not in ALLOWED_VARIANTS[pair]:
+                with pytest.raises(InvalidTransition):
+                    step(state, data)
+
+    @pytest.mark.parametrize("annotation", sorted(ANNOTATION_TYPES))
+    def test_an_annotation_cannot_open_a_stream(self, annotation: str) -> None:
+        with pytest.raises(InvalidTransition):
+            advance(Lifecycle(), event(SAMPLES[annotation], 1))
+
+    def test_prepared_must_be_seq_1(self) -> None:
+        with pytest.raises(InvalidTransition):
+            advance(Lifecycle(), event(prepared(), 2))
+
+    def test_expired_before_the_deadline_is_refused(self) -> None:
+        deadline = prepared().expires_ms
+        with pytest.raises(InvalidTransition):
+            step("PREPARED", SAMPLES["expired"], srv_ms=deadline - 1)
+        assert "EXPIRED" == step("PREPARED", SAMPLES["expired"], srv_ms=deadline).state
+
+    def test_filing_needs_a_claim_that_asked_for_it(self) -> None:
+        path = [prepared(), claimed(append_sent=False), ATTEMPT, COMMIT, ACCEPTED]
+        with pytest.raises(InvalidTransition):
+            fold(events_for([*path, FILING_STARTED]))
+
+    def test_only_recovery_may_classify(self) -> None:
+        current = lifecycle_in("CLAIMED")
+        with pytest.raises(InvalidTransition):
+            advance(current, event(RECOVERED_NOT_ATTEMPTED, 3, actor="dispatcher:x"))
+
+    def test_terminal_is_final(self) -> None:
+        for state in ("REJECTED", "UNKNOWN", "EXPIRED", "FILED"):
+            for data in (ACCEPTED, ABORTED, UNKNOWN, COMMIT, FILING_FAILED):
+                with pytest.raises(InvalidTransition):
+                    step(state, data)  # type: ignore[arg-type]
+
+    def test_an_invalid_transition_is_a_corrupt_ledger_error(self) -> None:
+        assert issubclass(InvalidTransition, LedgerCorrupt)
+
+
+class TestTypeOnlyFold:
+    @pytest.mark.parametrize("state", STATES)
+    def test_the_type_only_fold_agrees_with_the_full_fold(self, state: State) -> None:
+        assert state == state_after_types([d.TYPE for d in PATHS[state]])
+
+    def test_the_type_only_fold_refuses_what_the_table_refuses(self) -> None:
+        with pytest.raises(InvalidTransition):
+            state_after_types(["prepared", "smtp_accepted"])
+        with pytest.raises(InvalidTransition):
+            state_after_types(["duplicate_confirm"])
+
+
+class TestLuaMirror:
+    def test_the_lua_table_lists_exactly_the_python_transitions(self) -> None:
+        rendered = lifecycle_lua()
+        rows = [line for line in rendered.splitlines() if line.startswith("  ['")]
+        assert len(TRANSITIONS) == len(rows)
+        for (state, event_type), rule in TRANSITIONS.items():
+            row = f"  ['{state}|{event_type}'] = {{to = '{rule.to}', need = '{rule.need}',"
+            assert any(line.startswith(row) for line in rows), row
+
+    def test_the_lua_sets_name_every_annotation(self) -> None:
+        rendered = lifecycle_lua()
+        for annotation in ANNOTATION_TYPES:
+            assert f"['{annotation}'] = true" in rendered
+
+
+ANY_DATA = st.sampled_from([d for variants in VARIANTS.values() for d in variants])
+
+
+class TestProperties:
+    @settings(max_examples=300)
+    @given(st.lists(ANY_DATA, max_size=10), st.lists(st.booleans(), max_size=10))
+    def test_random_sequences_fold_to_a_state_or_raise_invalid_transition(
+        self, items: list[EventData], recovery: list[bool]
+    ) -> None:
+        events = [
+            event(d, n, "recovery:w" if n <= len(recovery) and recovery[n - 1] else None)
+            for n, d in enumerate(items, start=1)
+        ]
+        try:
+            lifecycle = fold(events, [T0 + 10_000_000] * len(events))
+        except InvalidTransition:
+            return
+        assert lifecycle.state in STATES
+        assert lifecycle.state == state_after_types([e.type for e in events])
+
+    @given(st.sampled_from(["REJECTED", "UNKNOWN", "EXPIRED", "FILED"]), ANY_DATA)
+    def test_after_a_terminal_state_only_annotations_are_accepted(
+        self, state: State, data: EventData
+    ) -> None:
+        if data.TYPE in ANNOTATION_TYPES:
+            assert state == step(state, data).state
+        else:
+            with pytest.raises(InvalidTransition):
+                step(state, data, srv_ms=T0 + 10_000_000)
+
+    def test_struct_replace_keeps_lifecycles_immutable(self) -> None:
+        first = lifecycle_in("CLAIMED")
+        second = advance(first, event(ATTEMPT, 3))
+        assert ("CLAIMED", "ATTEMPTING") == (first.state, second.state)
+        assert first == msgspec.structs.replace(first)
