@@ -5,7 +5,6 @@ from __future__ import annotations
 import binascii
 
 IDENTITY_ENCODINGS = frozenset({"", "7bit", "8bit", "binary"})
-SUPPORTED_ENCODINGS = IDENTITY_ENCODINGS | {"base64", "quoted-printable"}
 
 _BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _NOT_BASE64 = bytes(set(range(256)) - set(_BASE64_ALPHABET))
