@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from providers.mime.transfer import IDENTITY_ENCODINGS, TransferDecodeError, decode_body
+from providers.mime.transfer import (
+    IDENTITY_ENCODINGS,
+    TransferDecodeError,
+    decode_body,
+    decoded_size,
+)
 from providers.mime.walk import RAW_LIMIT, walk
 from schemas.errors import InvalidArguments, NotFound, SafetyLimit
 from schemas.messages import AttachmentMeta
@@ -35,7 +40,10 @@ def extract_attachment(
         raise NotFound(f"attachment index {index} is beyond the message's {len(found)} attachments")
     entity = found[index - 1]
     body = memoryview(raw)[entity.body_start : entity.body_end]
-    if entity.transfer_encoding in IDENTITY_ENCODINGS and len(body) > MAX_ATTACHMENT_BYTES:
+    # Counted before decoding, so an oversize body is never copied.
+    if entity.transfer_encoding in IDENTITY_ENCODINGS | {"base64"} and (
+        decoded_size(body, entity.transfer_encoding) > MAX_ATTACHMENT_BYTES
+    ):
         raise SafetyLimit("the attachment exceeds 2 MiB decoded")
     try:
         data = decode_body(body, entity.transfer_encoding, strict=True)
