@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol
 
@@ -29,6 +30,14 @@ class RawMessage(Struct, frozen=True):
         return self.size_bytes <= len(self.raw) <= RAW_PREFIX
 
 
+class RawReader(Protocol):
+    """Reads several messages on one connection (a read_many batch)."""
+
+    async def read_raw(self, reference: Reference) -> RawMessage:
+        """Read one message like Mailbox.read_raw, reusing the connection's selected folder."""
+        ...
+
+
 class Mailbox(Protocol):
     """One configured mailbox; every method raises only schemas.errors types."""
 
@@ -50,6 +59,10 @@ class Mailbox(Protocol):
 
     async def read_raw(self, reference: Reference) -> RawMessage:
         """Read one message with BODY.PEEK, never setting \\Seen (tools.md §7.6)."""
+        ...
+
+    def reader(self) -> AbstractAsyncContextManager[RawReader]:
+        """Lend one connection for a sequence of reads."""
         ...
 
     async def aclose(self) -> None:

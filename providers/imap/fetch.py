@@ -79,18 +79,31 @@ def body_section(attrs: FetchAttrs, prefix: str) -> bytes | None:
     return None
 
 
-async def examine_reference(session: ImapSession, ref: Reference) -> None:
-    """EXAMINE the reference's folder and require its UIDVALIDITY and a plausible UID."""
-    selected = await session.examine(ref.folder)
+async def examine_reference(
+    session: ImapSession, ref: Reference, *, reuse_selection: bool = False
+) -> None:
+    """EXAMINE the reference's folder and require its UIDVALIDITY and a plausible UID.
+
+    Within one lease the folder selected by an earlier read stays selected, so a batch may
+    reuse it instead of examining it again.
+    """
+    selected = session.selected if session.selected_name == ref.folder else None
+    fresh = selected is None or not reuse_selection
+    if fresh:
+        selected = await session.examine(ref.folder)
+    assert selected is not None
     if selected.uid_validity != ref.uid_validity:
         raise StaleReference()
-    if selected.uid_next and ref.uid >= selected.uid_next:
+    # UIDNEXT of a selection reused from an earlier read may be behind new arrivals.
+    if fresh and selected.uid_next and ref.uid >= selected.uid_next:
         raise NotFound()
 
 
-async def fetch_raw(session: ImapSession, ref: Reference) -> RawMessage:
+async def fetch_raw(
+    session: ImapSession, ref: Reference, *, reuse_selection: bool = False
+) -> RawMessage:
     """Read one message with BODY.PEEK (never sets \\Seen), bounded to 5 MiB + 1 byte."""
-    await examine_reference(session, ref)
+    await examine_reference(session, ref, reuse_selection=reuse_selection)
     items = "UID FLAGS INTERNALDATE RFC822.SIZE"
     if "CONDSTORE" in session.capabilities:
         items += " MODSEQ"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from providers.imap.connect import connect
 from providers.imap.conversation import conversation_page, decode_conversation_cursor
 from providers.imap.discovery import list_folders, server_capabilities
@@ -13,6 +16,17 @@ from providers.imap.settings import ImapSettings
 from providers.mailbox import RawMessage
 from schemas.mailbox import Folder, Reference, ServerCapabilities
 from schemas.search import ConversationQuery, SearchQuery, SummaryPage
+
+
+class ImapReader:
+    """Sequential reads on one leased session; the selected folder is reused between them."""
+
+    def __init__(self, session: ImapSession) -> None:
+        self._session = session
+
+    async def read_raw(self, reference: Reference) -> RawMessage:
+        """Read one message without setting \\Seen."""
+        return await fetch_raw(self._session, reference, reuse_selection=True)
 
 
 class ImapMailbox:
@@ -51,6 +65,12 @@ class ImapMailbox:
         """Read one message's metadata and first 5 MiB + 1 bytes without setting \\Seen."""
         async with self.pool.session() as session:
             return await fetch_raw(session, reference)
+
+    @asynccontextmanager
+    async def reader(self) -> AsyncIterator[ImapReader]:
+        """Lend one pooled session for a batch of reads."""
+        async with self.pool.session() as session:
+            yield ImapReader(session)
 
     async def aclose(self) -> None:
         """Log out every pooled session."""

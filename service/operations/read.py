@@ -9,7 +9,7 @@ import msgspec
 from msgspec import UNSET
 
 from providers.imap.summaries import rfc3339
-from providers.mailbox import RawMessage
+from providers.mailbox import Mailbox, RawMessage, RawReader
 from providers.mime.attachments import extract_attachment
 from providers.mime.parse import parse_message
 from schemas import errors
@@ -98,17 +98,22 @@ def summary_read(full: FullMessage) -> SummaryRead:
     )
 
 
-async def read_full(app: AppContext, reference: Reference) -> FullMessage:
-    """Read and parse one message."""
+def imap_reference(reference: Reference) -> Reference:
+    """Refuse a Microsoft Graph reference: this build serves IMAP mailboxes only."""
     if reference.is_graph:
         raise errors.InvalidArguments("a Microsoft Graph reference does not fit this IMAP mailbox")
-    raw = await require_mailbox(app).read_raw(reference)
+    return reference
+
+
+async def read_full(reader: RawReader | Mailbox, reference: Reference) -> FullMessage:
+    """Read and parse one message."""
+    raw = await reader.read_raw(imap_reference(reference))
     return full_message(raw, await parse(raw))
 
 
 async def read(app: AppContext, principal: Principal, args: Read) -> SummaryRead | FullMessage:
     """Read one message in summary (default) or full detail."""
-    full = await read_full(app, args.reference)
+    full = await read_full(require_mailbox(app), args.reference)
     return full if args.detail == "full" else summary_read(full)
 
 
@@ -130,9 +135,17 @@ async def read_many(app: AppContext, principal: Principal, args: ReadMany) -> Re
         )
     result.next_index = UNSET
     result.stop_reason = UNSET
+    async with require_mailbox(app).reader() as reader:
+        return await read_batch(reader, args, result, budget)
+
+
+async def read_batch(
+    reader: RawReader, args: ReadMany, result: ReadManyResult, budget: int
+) -> ReadManyResult:
+    """Read the references in order on one connection, stopping at the first limit."""
     for index, ref in enumerate(args.references):
         try:
-            full = await read_full(app, ref)
+            full = await read_full(reader, ref)
         except errors.MailError as exc:
             error = build_error(exc.code, exc.message, read_only=True)
             result.items[index] = ReadManyItem(reference=ref, status="error", error=error)
@@ -177,9 +190,7 @@ def encoded_size(result: ReadManyResult) -> int:
 
 async def attachment(app: AppContext, principal: Principal, args: Attachment) -> AttachmentResult:
     """Return one attachment's exact transfer-decoded bytes as base64 (at most 2 MiB)."""
-    if args.reference.is_graph:
-        raise errors.InvalidArguments("a Microsoft Graph reference does not fit this IMAP mailbox")
-    raw = await require_mailbox(app).read_raw(args.reference)
+    raw = await require_mailbox(app).read_raw(imap_reference(args.reference))
     meta, data = await asyncio.to_thread(
         extract_attachment, raw.raw, args.index, rfc822_size=raw.size_bytes
     )

@@ -10,8 +10,9 @@ import threading
 class CountingProxy:
     """Forward 127.0.0.1:<port> to a target, counting accepted connections and bytes sent to it."""
 
-    def __init__(self, target_host: str, target_port: int) -> None:
+    def __init__(self, target_host: str, target_port: int, one_way_delay_s: float = 0.0) -> None:
         self.target = (target_host, target_port)
+        self.delay = one_way_delay_s  # emulates a network path; benchmarks only
         self.connections = 0
         self.client_bytes = 0
         self.port = 0
@@ -61,6 +62,8 @@ class CountingProxy:
                 while data := await src.read(65536):
                     if count:
                         self.client_bytes += len(data)
+                    if self.delay:
+                        await asyncio.sleep(self.delay)
                     dst.write(data)
                     await dst.drain()
             except (ConnectionError, asyncio.CancelledError):

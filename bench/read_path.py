@@ -1,0 +1,202 @@
+"""Read-path benchmark: the MCP server over stdio versus the same IMAP commands sent directly.
+
+Run under the test peers:  scripts/test-services run -- .venv/bin/python bench/read_path.py
+Each round is (search 100 rows, read 10, read_many 10) on a 1,000-message folder. The two
+paths alternate round by round in one run and the ratio of medians is printed (target ≤ 1.15).
+A second part reports the peak RSS of a server process answering read_many of ten messages
+near 5 MiB (target ≤ 150 MiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import replace
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import aioimaplib
+from mcp import Client, StdioServerParameters
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from support.counting_proxy import CountingProxy  # noqa: E402
+from support.imap import Append, append_messages, close_session, open_session  # noqa: E402
+from support.services import services_from_env  # noqa: E402
+
+SUMMARY_ITEMS = (
+    "(UID FLAGS INTERNALDATE RFC822.SIZE MODSEQ "
+    "BODY.PEEK[HEADER.FIELDS (DATE FROM TO SUBJECT)]<0.65536>)"
+)
+READ_ITEMS = "(UID FLAGS INTERNALDATE RFC822.SIZE MODSEQ BODY.PEEK[]<0.5242881>)"
+
+
+def message(i: int, body_bytes: int) -> bytes:
+    msg = EmailMessage()
+    msg["From"] = f"Sender {i % 17} <sender{i % 17}@example.test>"
+    msg["To"] = "alice@example.test"
+    msg["Subject"] = f"Benchmark message {i}"
+    msg["Date"] = "Mon, 05 Jan 2026 10:00:00 +0000"
+    msg["Message-ID"] = f"<bench-{i}-{uuid.uuid4().hex}@example.test>"
+    line = f"Line of message {i}: the quick brown fox jumps over the lazy dog.\n"
+    msg.set_content(line * max(1, body_bytes // len(line)))
+    return msg.as_bytes()
+
+
+async def seed(
+    services: Any, count: int, body_bytes: int, prefix: str
+) -> tuple[str, int, list[int]]:
+    imap = await open_session(services, command_timeout=120)
+    try:
+        folder = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        await imap.create(f'"{folder}"')
+        result = await append_messages(
+            imap, folder, [Append(message(i, body_bytes)) for i in range(count)]
+        )
+        return folder, result.uidvalidity, result.uids
+    finally:
+        await close_session(imap)
+
+
+async def examine(imap: aioimaplib.IMAP4_SSL, quoted: str) -> None:
+    await imap.examine(quoted)
+    imap.protocol.state = aioimaplib.SELECTED  # aioimaplib only sets it after SELECT
+
+
+async def direct_round(imap: aioimaplib.IMAP4_SSL, folder: str, uids: list[int]) -> float:
+    """The IMAP commands the server issues for one round, on one connection."""
+    started = time.perf_counter()
+    quoted = f'"{folder}"'
+    await examine(imap, quoted)
+    low, high = uids[-1] - 999, uids[-1]
+    found = await imap.uid_search(f"UID {max(1, low)}:{high}", charset=None)
+    page = [int(x) for x in found.lines[0].split()][-100:]
+    await imap.uid("fetch", ",".join(map(str, page)), SUMMARY_ITEMS)
+    for uid in page[:10]:  # read x10
+        await examine(imap, quoted)
+        await imap.uid("fetch", str(uid), READ_ITEMS)
+    await examine(imap, quoted)  # read_many x10 on one connection: one EXAMINE per folder
+    for uid in page[10:20]:
+        await imap.uid("fetch", str(uid), READ_ITEMS)
+    return time.perf_counter() - started
+
+
+async def mcp_round(client: Client, folder: str) -> float:
+    """One round through the MCP server: search 100, read 10, read_many 10."""
+    started = time.perf_counter()
+    page = await client.call_tool(
+        "mail_query", {"action": "search", "search": {"folder": folder, "limit": 100}}
+    )
+    body = page.structured_content
+    assert body is not None and not page.is_error, body
+    refs = [
+        {"folder": body["folder"], "uid_validity": body["uid_validity"], "uid": row["uid"]}
+        for row in body["messages"]
+    ]
+    for ref in refs[:10]:
+        result = await client.call_tool("mail_query", {"action": "read", "reference": ref})
+        assert not result.is_error
+    batch = await client.call_tool("mail_query", {"action": "read_many", "references": refs[10:20]})
+    assert not batch.is_error
+    return time.perf_counter() - started
+
+
+async def compare(services: Any, rounds: int, folder: str, uids: list[int], rtt_ms: float) -> None:
+    """Alternate MCP and direct rounds; with rtt_ms, both go through the same delaying proxy."""
+    with CountingProxy("127.0.0.1", services.imap_port, rtt_ms / 2000) as proxy:
+        port = proxy.port if rtt_ms else services.imap_port
+        await compare_via(services, rounds, folder, uids, port, rtt_ms)
+
+
+async def compare_via(
+    services: Any, rounds: int, folder: str, uids: list[int], port: int, rtt_ms: float
+) -> None:
+    env = {**os.environ, **services.product_env, "IMAP_PORT": str(port)}
+    target = StdioServerParameters(
+        command=sys.executable, args=["-m", "service.cli", "serve"], env=env, cwd=str(ROOT)
+    )
+    imap = await open_session(replace(services, imap_port=port))
+    mcp_times: list[float] = []
+    direct_times: list[float] = []
+    try:
+        async with Client(target) as client:
+            for _ in range(3):  # warm-up: imports, pooled session, page cache
+                await mcp_round(client, folder)
+                await direct_round(imap, folder, uids)
+            for _ in range(rounds):
+                mcp_times.append(await mcp_round(client, folder))
+                direct_times.append(await direct_round(imap, folder, uids))
+    finally:
+        await close_session(imap)
+    mcp_ms = statistics.median(mcp_times) * 1000
+    direct_ms = statistics.median(direct_times) * 1000
+    path = f"IMAP through a proxy adding {rtt_ms:g} ms round trip" if rtt_ms else "loopback IMAP"
+    print(f"\n{path}; {rounds} rounds of search 100 rows + read 10 + read_many 10")
+    print(f"MCP over stdio: median {mcp_ms:.2f} ms/round")
+    print(f"direct aioimaplib, one connection: median {direct_ms:.2f} ms/round")
+    print(f"ratio MCP/direct: {mcp_ms / direct_ms:.2f}x (target <= 1.15x)")
+
+
+async def rss_probe(services: Any) -> None:
+    """In a fresh process: read_many of ten messages near 5 MiB, then report peak RSS."""
+    folder, uid_validity, uids = await seed(services, 10, 5 * 1024 * 1024 - 64 * 1024, "rss")
+    code = (
+        "import asyncio, json, sys\n"
+        "from service.logging import configure_logging; configure_logging()\n"
+        "sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests']\n"
+        "from support.inprocess import mcp_client\n"
+        "async def main():\n"
+        "    refs = json.loads(sys.argv[2])\n"
+        "    async with mcp_client(dict(__import__('os').environ), ('mail.read',)) as (c, _):\n"
+        "        r = await c.call_tool('mail_query', {'action': 'read_many', 'references': refs,"
+        " 'detail': 'full', 'max_response_bytes': 131072})\n"
+        "        assert not r.is_error, r.structured_content\n"
+        "        print('BATCH', r.structured_content.get('stop_reason', 'complete'))\n"
+        "asyncio.run(main())\n"
+        "for line in open('/proc/self/status'):\n"
+        "    if line.startswith('VmHWM'): print(line.strip())\n"
+    )
+    refs = [{"folder": folder, "uid_validity": uid_validity, "uid": u} for u in uids]
+    env = {**os.environ, **services.product_env}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", code, str(ROOT), json.dumps(refs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = done.stdout.split()
+    peak_kib = int(out[out.index("VmHWM:") + 1])
+    ended = out[out.index("BATCH") + 1]
+    print(f"read_many of 10 messages of ~5 MiB (full detail): batch ended: {ended}")
+    print(f"peak RSS of the server process: {peak_kib / 1024:.1f} MiB (target <= 150 MiB)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--rtt-ms", type=float, default=2.0, help="second run's added round trip")
+    args = parser.parse_args()
+    services = services_from_env()
+    if services is None:
+        print("run under scripts/test-services run -- ...", file=sys.stderr)
+        return 2
+    folder, _, uids = asyncio.run(seed(services, 1000, 3000, "bench"))
+    for rtt_ms in (0.0, args.rtt_ms):
+        asyncio.run(compare(services, args.rounds, folder, uids, rtt_ms))
+    asyncio.run(rss_probe(services))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
