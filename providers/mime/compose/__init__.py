@@ -8,7 +8,6 @@ Caller mistakes raise InvalidArguments; unusable sources raise OperationFailed.
 from __future__ import annotations
 
 from providers.mime.compose.authored import Authored, read_message
-from providers.mime.compose.digest import approval_digest, digest_document
 from providers.mime.compose.forward import (
     ForwardOptions,
     compose_forward,
@@ -27,6 +26,7 @@ from providers.mime.compose.new import (
 from providers.mime.compose.preview import draft_preview, expiry, preview, rfc3339
 from providers.mime.compose.reply import compose_reply
 from providers.mime.compose.text_rules import normalize_message_id
+from schemas.digest import approval_digest, digest_document
 
 __all__ = [
     "Authored",

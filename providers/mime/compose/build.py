@@ -12,7 +12,6 @@ from providers.mime.compose import limits
 from providers.mime.compose.addresses import Mailbox, header_form, mailbox_problem, normalize
 from providers.mime.compose.attachments import Outgoing
 from providers.mime.compose.dates import rfc1123z
-from providers.mime.compose.digest import approval_digest
 from providers.mime.compose.encoding import subject_field
 from providers.mime.compose.text_rules import check_body, check_subject, normalize_message_id
 from providers.mime.compose.thread_ids import references_fit
@@ -24,6 +23,7 @@ from providers.mime.compose.wire import (
     render_message,
 )
 from schemas.compose import AttachmentSummary, ComposedMessage, Identity, SourceExtras
+from schemas.digest import approval_digest
 from schemas.errors import InvalidArguments, OperationFailed
 
 _PREPARED_ID = re.compile(r"[0-9a-f]{32}")
