@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from email import policy
-from email.errors import ObsoleteHeaderDefect
+from email.errors import NonASCIILocalPartDefect, ObsoleteHeaderDefect
 from typing import Any
 
 from msgspec import Struct
@@ -57,7 +57,9 @@ def _parse_list(value: str) -> tuple[list[tuple[str, str, str]], list[Any], bool
         header: Any = policy.default.header_factory("To", value)
         entries = [(a.display_name, a.username, a.domain) for a in header.addresses]
         named_group = any(group.display_name is not None for group in header.groups)
-        return entries, list(header.defects), named_group
+        # A non-ASCII local part parses; mailbox_problem then refuses it with a clear reason.
+        defects = [d for d in header.defects if not isinstance(d, NonASCIILocalPartDefect)]
+        return entries, defects, named_group
     except Exception:  # the stdlib parser raises assorted errors on hostile input
         return None
 
@@ -93,7 +95,8 @@ def parse_entry(entry: str, field: str) -> Mailbox:
     if parsed is None or parsed[1] or parsed[2] or len(parsed[0]) != 1:
         raise InvalidArguments(f"{field} must be exactly one mailbox, e.g. Name <user@example.com>")
     name, local, domain = parsed[0][0]
-    mailbox = Mailbox(name, f"{local}@{domain}" if domain else local)
+    # Whitespace runs in a display name carry no meaning and parsers fold them anyway.
+    mailbox = Mailbox(" ".join(name.split()), f"{local}@{domain}" if domain else local)
     problem = mailbox_problem(mailbox)
     if problem is not None:
         raise InvalidArguments(f"{field}: {problem}")

@@ -13,6 +13,13 @@ _PHRASE_LITERALS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX
 _TEXT_LITERALS = frozenset(chr(c) for c in range(0x21, 0x7F)) - frozenset("=?_")
 _FOLD_COLUMNS = 78
 _QP_LINE_CHARS = 76
+# Each byte's quoted-printable form: TAB, SPACE and printable ASCII but "=" stay literal.
+_QP_BYTES = [
+    bytes((byte,))
+    if byte in (0x09, 0x20) or (0x21 <= byte <= 0x7E and byte != 0x3D)
+    else b"=%02X" % byte
+    for byte in range(256)
+]
 _BASE64_LINE_CHARS = 76
 
 
@@ -93,21 +100,20 @@ def quoted_printable(text: str) -> bytes:
     """Encode LF-separated text as UTF-8 quoted-printable with CRLF lines of at most 76 chars."""
     lines: list[bytes] = []
     for line in text.split("\n"):
-        data = line.encode("utf-8")
-        pieces: list[bytes] = []
-        for position, byte in enumerate(data):
-            last = position == len(data) - 1
-            if (0x21 <= byte <= 0x7E and byte != 0x3D) or (byte in (0x09, 0x20) and not last):
-                pieces.append(bytes((byte,)))
-            else:
-                pieces.append(b"=%02X" % byte)
-        current = b""
-        for piece in pieces:
-            if len(current) + len(piece) > _QP_LINE_CHARS - 1:
-                lines.append(current + b"=")
-                current = b""
-            current += piece
-        lines.append(current)
+        encoded = b"".join(map(_QP_BYTES.__getitem__, line.encode("utf-8")))
+        if encoded[-1:] in (b" ", b"\t"):
+            encoded = encoded[:-1] + b"=%02X" % encoded[-1]
+        start = 0
+        while len(encoded) - start > _QP_LINE_CHARS:
+            cut = start + _QP_LINE_CHARS - 1
+            # Never split an =XX escape; a literal "=" cannot occur, so any "=" starts one.
+            if encoded[cut - 1] == 0x3D:
+                cut -= 1
+            elif encoded[cut - 2] == 0x3D:
+                cut -= 2
+            lines.append(encoded[start:cut] + b"=")
+            start = cut
+        lines.append(encoded[start:])
     return b"\r\n".join(lines)
 
 
