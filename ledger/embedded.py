@@ -46,6 +46,9 @@ class EmbeddedRedis:
                 with contextlib.suppress(rex.ConnectionError, rex.ResponseError, OSError):
                     await self.client.shutdown()
                 await _wait_gone(self.pid, _START_TIMEOUT_S)
+                if os.path.basename(os.path.dirname(self.socket_path)).startswith("angelos-"):
+                    with contextlib.suppress(OSError):  # the short socket directory, if empty
+                        os.rmdir(os.path.dirname(self.socket_path))
         finally:
             await self.client.aclose()
 

@@ -261,6 +261,8 @@ class LedgerStore:
         head with the same eid, at most 5 times; a lost reply is retried with the same eid.
         `lease_of` names the claim's dispatcher id, needed for recovery-written events.
         """
+        if isinstance(data, Prepared | Claimed):
+            raise EventRejected("prepared and claimed are written only by prepare() and claim()")
         keys = self.keys
         lease = keys.lease(lease_of) if lease_of else keys.prefix + "lease:-"
         outcome: AppendOutcome | None = None

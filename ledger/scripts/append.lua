@@ -40,6 +40,10 @@ if not event then
 end
 
 local now = now_ms()
+if t == 'prepared' or t == 'claimed' then
+  -- Only ledger_prepare and ledger_claim may write these (owner, digest and expiry checks, I1).
+  return {'invalid_transition', state}
+end
 if ANNOTATIONS[t] then
   if annotations >= cap then
     return {'annotation_cap'}

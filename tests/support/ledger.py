@@ -147,6 +147,46 @@ SAMPLES: dict[str, EventData] = {
     "late_outcome_observed": LATE,
 }
 
+
+def rejected(stage: str, reason: str, code: int = 0) -> SmtpRejected:
+    """An `smtp_rejected` data object (no enhanced status)."""
+    return SmtpRejected(
+        stage=stage,  # type: ignore[arg-type]
+        reply_code=code,
+        enhanced_status="",
+        network_contacted=stage != "not_attempted",
+        reason=reason,  # type: ignore[arg-type]
+    )
+
+
+NOT_ATTEMPTED_REJECTION = rejected("not_attempted", "aborted_before_connect")
+GRAPH_REJECTION = rejected("graph_submission", "http_4xx", 400)
+BODY_WRITE_FAILED = rejected("data", "body_write_failed")
+GRAPH_UNKNOWN = RecoveryClassified(
+    classification="unknown",
+    stage="graph_submission",
+    claim_age_ms=1,
+    last_lifecycle_type="smtp_commit_point",
+)
+# Every data variant the state-machine guards distinguish, per event type.
+VARIANTS: dict[str, tuple[EventData, ...]] = {
+    **{t: (data,) for t, data in SAMPLES.items()},
+    "smtp_rejected": (
+        REJECTED_ENVELOPE,
+        REJECTED_ACK,
+        ABORTED_BEFORE_TERMINATOR,
+        NOT_ATTEMPTED_REJECTION,
+        GRAPH_REJECTION,
+        BODY_WRITE_FAILED,
+    ),
+    "recovery_classified": (
+        RECOVERED_NOT_ATTEMPTED,
+        RECOVERED_NOT_SUBMITTED,
+        RECOVERED_UNKNOWN,
+        GRAPH_UNKNOWN,
+    ),
+}
+
 # A shortest lifecycle path into every state (claims ask for a Sent copy so FILING is reachable).
 PATHS: dict[State, tuple[EventData, ...]] = {
     "NONE": (),

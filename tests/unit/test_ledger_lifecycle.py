@@ -13,10 +13,14 @@ from support.ledger import (
     ABORTED_BEFORE_TERMINATOR,
     ACCEPTED,
     ATTEMPT,
+    BODY_WRITE_FAILED,
     COMMIT,
     FILING_FAILED,
     FILING_SAVED,
     FILING_STARTED,
+    GRAPH_REJECTION,
+    GRAPH_UNKNOWN,
+    NOT_ATTEMPTED_REJECTION,
     PATHS,
     RECOVERED_NOT_ATTEMPTED,
     RECOVERED_NOT_SUBMITTED,
@@ -26,6 +30,7 @@ from support.ledger import (
     SAMPLES,
     T0,
     UNKNOWN,
+    VARIANTS,
     actor_for,
     claimed,
     prepared,
@@ -48,8 +53,6 @@ from schemas.ledger import (
     EventData,
     InvalidTransition,
     LedgerCorrupt,
-    RecoveryClassified,
-    SmtpRejected,
 )
 
 # Written from the §8.6 table, independently of ledger/lifecycle.py.
@@ -73,42 +76,6 @@ EXPECTED: dict[tuple[str, str], str] = {
 }
 
 
-def rejected(stage: str, reason: str, code: int = 0) -> SmtpRejected:
-    return SmtpRejected(
-        stage=stage,  # type: ignore[arg-type]
-        reply_code=code,
-        enhanced_status="",
-        network_contacted=stage != "not_attempted",
-        reason=reason,  # type: ignore[arg-type]
-    )
-
-
-NOT_ATTEMPTED_REJECTION = rejected("not_attempted", "aborted_before_connect")
-GRAPH_REJECTION = rejected("graph_submission", "http_4xx", 400)
-GRAPH_UNKNOWN = RecoveryClassified(
-    classification="unknown",
-    stage="graph_submission",
-    claim_age_ms=1,
-    last_lifecycle_type="smtp_commit_point",
-)
-# Every data variant the guards distinguish, per event type.
-VARIANTS: dict[str, tuple[EventData, ...]] = {
-    **{t: (data,) for t, data in SAMPLES.items()},
-    "smtp_rejected": (
-        REJECTED_ENVELOPE,
-        REJECTED_ACK,
-        ABORTED_BEFORE_TERMINATOR,
-        NOT_ATTEMPTED_REJECTION,
-        GRAPH_REJECTION,
-        rejected("data", "body_write_failed"),
-    ),
-    "recovery_classified": (
-        RECOVERED_NOT_ATTEMPTED,
-        RECOVERED_NOT_SUBMITTED,
-        RECOVERED_UNKNOWN,
-        GRAPH_UNKNOWN,
-    ),
-}
 # The variants §8.6 allows in each valid (state, type) pair; all others must be refused.
 ALLOWED_VARIANTS: dict[tuple[str, str], tuple[EventData, ...]] = {
     ("CLAIMED", "recovery_classified"): (RECOVERED_NOT_ATTEMPTED,),
@@ -118,7 +85,7 @@ ALLOWED_VARIANTS: dict[tuple[str, str], tuple[EventData, ...]] = {
         REJECTED_ENVELOPE,
         ABORTED_BEFORE_TERMINATOR,
         NOT_ATTEMPTED_REJECTION,
-        VARIANTS["smtp_rejected"][5],
+        BODY_WRITE_FAILED,
     ),
     ("COMMITTED", "smtp_rejected"): (REJECTED_ACK, ABORTED_BEFORE_TERMINATOR, GRAPH_REJECTION),
 }
