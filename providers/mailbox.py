@@ -30,6 +30,14 @@ class RawMessage(Struct, frozen=True):
         return self.size_bytes <= len(self.raw) <= RAW_PREFIX
 
 
+class Appended(Struct, frozen=True):
+    """Where an APPEND landed; uid fields are 0 when the server gave no APPENDUID."""
+
+    folder: str
+    uid_validity: int = 0
+    uid: int = 0
+
+
 class RawReader(Protocol):
     """Reads several messages on one connection (a read_many batch)."""
 
@@ -59,6 +67,10 @@ class Mailbox(Protocol):
 
     async def read_raw(self, reference: Reference) -> RawMessage:
         """Read one message with BODY.PEEK, never setting \\Seen (tools.md §7.6)."""
+        ...
+
+    async def append_sent(self, raw: bytes) -> Appended:
+        """APPEND a sent message to the unique Sent folder (\\Seen); never retried."""
         ...
 
     def reader(self) -> AbstractAsyncContextManager[RawReader]:

@@ -26,7 +26,7 @@ SENT_COPY_WARNING = (
 NOTHING_SENT_WARNING = "Nothing was sent and this preparation is consumed; prepare again if needed."
 
 
-class SendResult(Struct, kw_only=True, omit_defaults=True):
+class SendResult(Struct, kw_only=True):
     """The answer to a fresh dispatch: acceptance is not delivery."""
 
     status: Literal["accepted", "rejected", "unknown", "sending"]

@@ -28,12 +28,10 @@ def imap_settings(mail: MailConfig) -> ImapSettings:
 def build_app(config: Config, resource_metadata_url: str | None = None) -> AppContext:
     """Build the context every call shares; an invalid mailbox config leaves no mailbox."""
     mailbox = ImapMailbox(imap_settings(config.mail)) if config.mail is not None else None
-    store = config.store
     return AppContext(
         config=config,
         gates=config.gates,
         mailbox=mailbox,
-        store_configured=store is not None and store.mode != "off",
         smtp_stores_sent=config.mail is not None and config.mail.smtp_stores_sent,
         handlers=dict(HANDLERS),
         resource_metadata_url=resource_metadata_url,

@@ -8,9 +8,11 @@ from typing import Any
 
 import msgspec
 
+from ledger.outcomes import new_id
 from providers.mailbox import Mailbox
 from service.config import Config, Gates
 from service.principal import Principal
+from service.sending import Sending, start_sending
 
 Handler = Callable[["AppContext", Principal, Any], Awaitable[msgspec.Struct]]
 VERSION = "0.11.0"
@@ -23,13 +25,29 @@ class AppContext:
     config: Config
     gates: Gates
     mailbox: Mailbox | None
-    store_configured: bool
     smtp_stores_sent: bool
     handlers: dict[type, Handler] = field(default_factory=dict)
     resource_metadata_url: str | None = None
     version: str = VERSION
+    sending: Sending = field(default_factory=Sending)
+    instance_id: str = field(default_factory=new_id)
+
+    @property
+    def store_configured(self) -> bool:
+        """Tell whether a ledger store exists (send_status reads it even when sending is off)."""
+        return self.sending.store is not None
+
+    @property
+    def send_ready(self) -> bool:
+        """Tell whether the operator enabled sending and the store passed its self-check."""
+        return self.gates.send and self.sending.usable
+
+    async def start(self) -> None:
+        """Open the send ledger (store, self-check, lease); reads never wait for it to work."""
+        self.sending = await start_sending(self.config, self.mailbox)
 
     async def aclose(self) -> None:
-        """Release network resources (pooled IMAP sessions)."""
+        """Finish running dispatches, release the lease and the connections."""
+        await self.sending.aclose()
         if self.mailbox is not None:
             await self.mailbox.aclose()

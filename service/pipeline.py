@@ -73,7 +73,7 @@ def check_access(app: AppContext, tool: ToolSpec, principal: Principal, args: ob
         raise errors.InsufficientScope(extra_scope)
     if extra_scope == "mail.write" and not app.gates.writes:
         raise errors.DeploymentDisabled("mailbox writes are disabled by the server operator")
-    if extra_scope == "mail.send" and not (app.gates.send and app.store_configured):
+    if extra_scope == "mail.send" and not app.send_ready:
         raise errors.DeploymentDisabled(
             "sending requires explicit server enablement and a durable send store"
         )

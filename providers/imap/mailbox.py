@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from providers.imap.append import append_to_role
 from providers.imap.connect import connect
 from providers.imap.conversation import conversation_page, decode_conversation_cursor
 from providers.imap.discovery import list_folders, server_capabilities
@@ -13,7 +14,7 @@ from providers.imap.pool import ImapPool
 from providers.imap.search import decode_search_cursor, search_page
 from providers.imap.session import ImapSession
 from providers.imap.settings import ImapSettings
-from providers.mailbox import RawMessage
+from providers.mailbox import Appended, RawMessage
 from schemas.mailbox import Folder, Reference, ServerCapabilities
 from schemas.search import ConversationQuery, SearchQuery, SummaryPage
 
@@ -65,6 +66,11 @@ class ImapMailbox:
         """Read one message's metadata and first 5 MiB + 1 bytes without setting \\Seen."""
         async with self.pool.session() as session:
             return await fetch_raw(session, reference)
+
+    async def append_sent(self, raw: bytes) -> Appended:
+        """APPEND a sent message to the unique \\Sent folder with \\Seen."""
+        async with self.pool.session() as session:
+            return await append_to_role(session, "sent", raw, ("\\Seen",))
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[ImapReader]:

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from schemas.args.prepare import (
+    PrepareForward,
+    PrepareNew,
+    PrepareReply,
+    PrepareReplyAll,
+    SendConfirmed,
+)
 from schemas.args.query import (
     Attachment,
     Capabilities,
@@ -10,10 +17,11 @@ from schemas.args.query import (
     Read,
     ReadMany,
     SearchMail,
+    SendStatus,
     Triage,
 )
 from service.context import Handler
-from service.operations import query, read
+from service.operations import prepare, query, read, send
 from service.operations import search as search_ops
 
 HANDLERS: dict[type, Handler] = {
@@ -25,4 +33,10 @@ HANDLERS: dict[type, Handler] = {
     Read: read.read,
     ReadMany: read.read_many,
     Attachment: read.attachment,
+    SendStatus: send.send_status,
+    PrepareNew: prepare.prepare_new,
+    PrepareReply: prepare.prepare_reply,
+    PrepareReplyAll: prepare.prepare_reply,
+    PrepareForward: prepare.prepare_forward,
+    SendConfirmed: send.send_confirmed,
 }

@@ -31,10 +31,18 @@ async def capabilities(
         permanent_delete_enabled=(
             app.gates.writes and app.gates.delete and server.permanent_delete and not gmail
         ),
-        send_enabled=app.gates.send and app.store_configured,
+        send_enabled=app.send_ready,
         smtp_stores_sent=app.smtp_stores_sent or server.smtp_stores_sent,
         permanent_delete_restriction=GMAIL_DELETE_RESTRICTION if gmail else UNSET,
+        send_disabled_reason=UNSET if app.send_ready else send_disabled_reason(app),
     )
+
+
+def send_disabled_reason(app: AppContext) -> str:
+    """Say why sending is off: the operator's gate, or what the store's self-check found."""
+    if not app.gates.send:
+        return "the operator has not enabled sending (MAIL_ENABLE_SEND=1)"
+    return app.sending.reason or "the durable send store is not usable"
 
 
 async def folders(app: AppContext, principal: Principal, args: Folders) -> FoldersResult:

@@ -39,6 +39,8 @@ def http_application(
 async def run_http(config: Config, host: str, port: int, owner: str) -> None:
     """Serve until SIGTERM or SIGINT, then close connections."""
     web_app, app = http_application(config, host, owner)
+    if app is not None:
+        await app.start()
     runner = web.AppRunner(web_app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)

@@ -13,6 +13,7 @@ from service.principal import local_principal
 async def run_stdio(config: Config, local: LocalPrincipal) -> None:
     """Serve until the client closes stdin, then release pooled connections."""
     app = build_app(config)
+    await app.start()
     principal = local_principal(local.owner, local.scopes)
     server = build_server(app, lambda ctx: principal)
     try:

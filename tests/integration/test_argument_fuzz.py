@@ -187,6 +187,7 @@ def harness(services: Any) -> Iterator[tuple[Any, Any, CountingProxy]]:
         principal = local_principal("fuzz", ("mail.read", "mail.write", "mail.send"))
         server = build_server(app, lambda ctx: principal)
         with anyio.from_thread.start_blocking_portal() as portal:
+            portal.call(app.start)
             with portal.wrap_async_context_manager(Client(server)) as client:
                 yield portal, client, proxy
             portal.call(app.aclose)

@@ -24,6 +24,7 @@ async def mcp_client(
     config = load_config(env)
     assert config.mail is not None, config.problems
     app = build_app(config)
+    await app.start()
     principal = local_principal(owner, tuple(scopes))
     server = build_server(app, lambda ctx: principal)
     try:
