@@ -26,21 +26,44 @@ def _set(words: frozenset[str] | tuple[str, ...]) -> str:
     return "{" + ", ".join(f"[{_quoted(w)}] = true" for w in sorted(words)) + "}"
 
 
-def _guard(guard: Guard) -> str:
-    return "{" + ", ".join(f"{{{_quoted(name)}, {_set(values)}}}" for name, values in guard) + "}"
+def _guard_expression(guard: Guard) -> str:
+    return " and ".join(
+        "(" + " or ".join(f"data.{_field(name)} == {_quoted(v)}" for v in values) + ")"
+        for name, values in guard
+    )
+
+
+def _field(name: str) -> str:
+    if _WORD.fullmatch(name) is None or "|" in name:
+        raise ValueError("guard fields must be plain identifiers")
+    return name
 
 
 def lifecycle_lua() -> str:
-    """Render the transition table and the event-type sets as Lua table constructors."""
-    lines = ["local TRANSITIONS = {"]
-    for (state, kind), rule in TRANSITIONS.items():
-        when = "{" + ", ".join(_guard(g) for g in rule.when) + "}"
-        need = f"'{rule.need}'" if rule.need else "''"
-        lines.append(
-            f"  [{_quoted(state + '|' + kind)}] = "
-            f"{{to = {_quoted(rule.to)}, need = {need}, when = {when}}},"
-        )
+    """Render the transition table as flat Lua tables plus one generated guard function.
+
+    Flat tables and a function (instead of nested rule tables) keep the per-call cost low:
+    Redis rebuilds every script-local table on each call.
+    """
+    lines = ["local NEXT = {"]
+    lines += [f"  [{_quoted(f'{s}|{t}')}] = {_quoted(r.to)}," for (s, t), r in TRANSITIONS.items()]
     lines.append("}")
+    lines.append("local NEED = {")
+    lines += [
+        f"  [{_quoted(f'{s}|{t}')}] = {_quoted(r.need)},"
+        for (s, t), r in TRANSITIONS.items()
+        if r.need
+    ]
+    lines.append("}")
+    lines.append("local function guards_hold(key, data)")
+    for (state, kind), rule in TRANSITIONS.items():
+        if rule.when:
+            alternatives = " or ".join(f"({_guard_expression(g)})" for g in rule.when)
+            lines.append(f"  if key == {_quoted(f'{state}|{kind}')} then")
+            lines.append(f"    return {alternatives}")
+            lines.append("  end")
+    lines.append("  return true")
+    lines.append("end")
     lines.append(f"local ANNOTATIONS = {_set(ANNOTATION_TYPES)}")
     lines.append(f"local DISPATCH_TERMINAL = {_set(DISPATCH_TERMINAL_TYPES)}")
     lines.append(f"local FILING_RESULT = {_set(FILING_RESULT_TYPES)}")

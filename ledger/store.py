@@ -10,24 +10,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
-from typing import Any, Final, TypeVar, cast
+from collections.abc import Callable, Sequence
+from typing import Any, Final, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.commands.core import AsyncScript
 
 from ledger.chain import event_hash, event_mac, genesis, mac_key, mac_key_id
 from ledger.keys import SCHEMA_VERSION, LedgerKeys
-from ledger.lifecycle import STATES, State, rule_for, state_after_types
+from ledger.lifecycle import state_after_types
 from ledger.outcomes import (
     AppendOutcome,
-    AppendResult,
     ClaimOutcome,
-    ClaimResult,
     Head,
     LedgerMeta,
     LedgerSettings,
@@ -35,14 +31,14 @@ from ledger.outcomes import (
     PrepareOutcome,
     UnclaimedMember,
 )
-from ledger.scripts import script_source
+from ledger.replies import append_outcome, claim_outcome, entry_from, text, time_ms, unexpected
+from ledger.runner import Arg, ScriptRunner
 from schemas.ledger import (
     MAX_ENTRIES,
     Claimed,
     Event,
     EventData,
     EventRejected,
-    LedgerCorrupt,
     LedgerEntry,
     LedgerUnavailable,
     Prepared,
@@ -52,7 +48,6 @@ from schemas.ledger import (
 )
 
 MAX_REBUILDS: Final = 5  # §8.7: rebuild after annotation-only conflicts at most 5 times
-_T = TypeVar("_T")
 
 
 def connect(url: str, **options: Any) -> aioredis.Redis:
@@ -101,10 +96,7 @@ class LedgerStore:
         key = self.settings.hmac_key
         self._mac_key = None if key is None else mac_key(key.reveal())
         self._clock = clock or _wall_ms
-        self._scripts: dict[str, AsyncScript] = {
-            name: client.register_script(script_source(name))
-            for name in ("prepare", "claim", "append")
-        }
+        self._runner = ScriptRunner(client, batching=self.settings.batching)
 
     # ----------------------------------------------------------------------------- reads
 
@@ -118,11 +110,11 @@ class LedgerStore:
                 now, raw = await pipe.execute()
         except (rex.ConnectionError, rex.TimeoutError, OSError):
             raise LedgerUnavailable(maybe_applied=False) from None
-        return _time_ms(now), [_entry(pid, item) for item in raw]
+        return time_ms(now), [entry_from(pid, item) for item in raw]
 
     async def server_time_ms(self) -> int:
         """Return Redis TIME in milliseconds."""
-        return _time_ms(await self._call(self.client.time(), maybe_applied=False))
+        return time_ms(await self._call(self.client.time(), maybe_applied=False))
 
     async def open_candidates(
         self, *, older_than_ms: int | None = None, limit: int = 256
@@ -138,8 +130,7 @@ class LedgerStore:
         )
         members: list[OpenMember] = []
         for member, score in rows:
-            text = _text(member)
-            kind, _, pid = text.partition(":")
+            kind, _, pid = text(member).partition(":")
             if kind in ("d", "f") and len(pid) == 32:
                 members.append(OpenMember("dispatch" if kind == "d" else "filing", pid, int(score)))
         return now, members
@@ -153,7 +144,7 @@ class LedgerStore:
             ),
             maybe_applied=False,
         )
-        return now, [UnclaimedMember(_text(pid), int(score)) for pid, score in rows]
+        return now, [UnclaimedMember(text(pid), int(score)) for pid, score in rows]
 
     # ----------------------------------------------------------------------------- writes
 
@@ -177,26 +168,22 @@ class LedgerStore:
         )
         e, h, m = self._seal(event)
         keys = self.keys
-        args: list[bytes | str | int] = [payload.pid, e, h, eid, m, blob, ttl_ms]
+        script_keys = [keys.stream(payload.pid), keys.payload(payload.pid), keys.index]
+        script_keys.append(keys.unclaimed)
+        args: list[Arg] = [payload.pid, e, h, eid, m, blob, ttl_ms]
         args += [self.settings.retention_ms, payload.expires_ms]
-        reply = await self._write(
-            lambda: self._scripts["prepare"](
-                keys=[keys.stream(payload.pid), keys.payload(payload.pid), keys.index,
-                      keys.unclaimed],
-                args=args,
-            )
-        )  # fmt: skip
-        result = _text(reply[0])
+        reply = await self._write("prepare", script_keys, args)
+        result = text(reply[0])
         if result == "ok":
             return PrepareOutcome(
                 result="ok", eid=eid, head=Head(1, h, "PREPARED"), srv_ms=int(reply[1])
             )
         if result == "duplicate":
-            stored = Head(1, _text(reply[1]), "PREPARED")
+            stored = Head(1, text(reply[1]), "PREPARED")
             return PrepareOutcome(result="duplicate", eid=eid, head=stored)
         if result == "exists":
             return PrepareOutcome(result="exists", eid=eid)
-        raise _unexpected(reply)
+        raise unexpected(reply)
 
     async def claim(
         self,
@@ -221,28 +208,15 @@ class LedgerStore:
         e, h, m = self._seal(event)
         keys = self.keys
         reply = await self._call(
-            self._scripts["claim"](
-                keys=[keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed],
-                args=[pid, owner, confirmed_digest, head.seq, head.h, e, h, eid, m,
-                      self.settings.retention_ms],
+            self._runner.run(
+                "claim",
+                [keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed],
+                [pid, owner, confirmed_digest, head.seq, head.h, e, h, eid, m,
+                 self.settings.retention_ms],
             ),
             maybe_applied=True,
         )  # fmt: skip
-        result = _text(reply[0])
-        if result == "claimed":
-            return ClaimOutcome(
-                result="claimed",
-                payload=bytes(reply[1]),
-                srv_ms=int(reply[2]),
-                head=Head(head.seq + 1, h, "CLAIMED"),
-            )
-        if result in ("existing", "conflict", "ack_lost"):
-            return ClaimOutcome(result=cast(ClaimResult, result), head=_head(reply[1:4]))
-        if result == "expired":
-            return ClaimOutcome(result="expired", srv_ms=int(reply[1]))
-        if result in ("missing", "mismatch", "payload_missing"):
-            return ClaimOutcome(result=cast(ClaimResult, result))
-        raise _unexpected(reply)
+        return claim_outcome(reply, head, h)
 
     async def append(
         self,
@@ -269,18 +243,14 @@ class LedgerStore:
         for _ in range(1 + MAX_REBUILDS):
             event = self._event(pid, head, data, actor, eid, at_ms)
             e, h, m = self._seal(event)
-            args: list[bytes | str | int] = [
+            args: list[Arg] = [
                 pid, head.seq, head.h, data.TYPE, e, h, eid, m, self.settings.retention_ms,
                 self.settings.annotation_cap, self.settings.recovery_grace_ms,
             ]  # fmt: skip
-            send = partial(
-                self._scripts["append"],
-                keys=[keys.stream(pid), keys.payload(pid), keys.index, keys.open,
-                      keys.unclaimed, lease],
-                args=args,
-            )  # fmt: skip
-            reply = await self._write(send)
-            outcome = self._append_outcome(reply, head, data, h, eid)
+            script_keys = [keys.stream(pid), keys.payload(pid), keys.index, keys.open]
+            script_keys += [keys.unclaimed, lease]
+            reply = await self._write("append", script_keys, args)
+            outcome = append_outcome(reply, head, data.TYPE, h, eid)
             if (
                 outcome.result != "conflict"
                 or outcome.head is None
@@ -290,33 +260,6 @@ class LedgerStore:
             head = outcome.head  # only annotations slipped in: same eid, new seq/prev
         assert outcome is not None
         return outcome
-
-    def _append_outcome(
-        self, reply: list[Any], head: Head, data: EventData, h: str, eid: str
-    ) -> AppendOutcome:
-        result = _text(reply[0])
-        if result == "appended":
-            rule = rule_for(head.state, data.TYPE)
-            state = head.state if rule is None else rule.to
-            seq = int(reply[1])
-            return AppendOutcome(
-                result="appended", eid=eid, seq=seq, srv_ms=int(reply[2]), head=Head(seq, h, state)
-            )
-        if result == "duplicate":
-            current = _head(reply[2:5])
-            return AppendOutcome(
-                result="duplicate", eid=eid, seq=int(reply[1]), head=current, state=current.state
-            )
-        if result == "conflict":
-            current = _head(reply[1:4])
-            return AppendOutcome(result="conflict", eid=eid, head=current, state=current.state)
-        if result == "invalid_transition":
-            return AppendOutcome(result="invalid_transition", eid=eid, state=_state(reply[1]))
-        if result == "too_early":
-            return AppendOutcome(result="too_early", eid=eid, srv_ms=int(reply[1]))
-        if result in ("lease_alive", "annotation_cap", "missing"):
-            return AppendOutcome(result=cast(AppendResult, result), eid=eid)
-        raise _unexpected(reply)
 
     # ----------------------------------------------------------------------------- small keys
 
@@ -366,7 +309,7 @@ class LedgerStore:
                 pipe.hsetnx(self.keys.meta, "mac_key_id", key_id)
             pipe.hgetall(self.keys.meta)
             replies = await self._call(pipe.execute(), maybe_applied=True)
-        stored = {_text(k): _text(v) for k, v in replies[-1].items()}
+        stored = {text(k): text(v) for k, v in replies[-1].items()}
         return LedgerMeta(
             stored.get("schema", ""),
             int(stored.get("created_ms", "0") or 0),
@@ -395,12 +338,12 @@ class LedgerStore:
         h = event_hash(e)
         return e, h, "" if self._mac_key is None else event_mac(self._mac_key, h)
 
-    async def _write(self, send: Callable[[], Awaitable[_T]]) -> _T:
+    async def _write(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         """Run an eid-carrying script, retrying only a lost reply (the script deduplicates)."""
         attempts = max(1, self.settings.write_attempts)
         for attempt in range(1, attempts + 1):
             try:
-                return await send()
+                return await self._runner.run(name, keys, args)
             except (rex.ConnectionError, rex.TimeoutError, OSError):
                 if attempt == attempts:
                     raise LedgerUnavailable(maybe_applied=True) from None
@@ -425,55 +368,3 @@ class LedgerStore:
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _time_ms(reply: Any) -> int:
-    seconds, micros = reply
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
-def _text(value: Any) -> str:
-    return value.decode("latin-1") if isinstance(value, bytes | bytearray) else str(value)
-
-
-def _state(value: Any) -> State:
-    text = _text(value)
-    if text not in STATES:
-        raise LedgerCorrupt("the ledger script reported an unknown state")
-    return text
-
-
-def _head(values: Sequence[Any]) -> Head:
-    return Head(int(values[0]), _text(values[1]), _state(values[2]))
-
-
-def _unexpected(reply: Any) -> Exception:
-    if isinstance(reply, list) and reply and _text(reply[0]) == "malformed":
-        return EventRejected("the ledger script refused the event as malformed")
-    if isinstance(reply, list) and reply and _text(reply[0]) == "corrupt":
-        return LedgerCorrupt("the send ledger stream failed the script's integrity checks")
-    return LedgerCorrupt("the ledger script gave an unexpected answer")
-
-
-_ENTRY_FIELDS: Final = (b"e", b"h", b"t", b"eid", b"srv_ms")
-
-
-def _entry(pid: str, item: Any) -> LedgerEntry:
-    entry_id, fields = item
-    fields = {(k if isinstance(k, bytes) else str(k).encode()): v for k, v in fields.items()}
-    if any(name not in fields for name in _ENTRY_FIELDS):
-        raise LedgerCorrupt("a send ledger entry lacks a required field")
-    srv_ms = _text(fields[b"srv_ms"])
-    if not srv_ms.isdigit():
-        raise LedgerCorrupt("a send ledger entry has a malformed server time")
-    mac = fields.get(b"m")
-    return LedgerEntry(
-        pid=pid,
-        id=_text(entry_id),
-        e=_text(fields[b"e"]),
-        h=_text(fields[b"h"]),
-        t=_text(fields[b"t"]),
-        eid=_text(fields[b"eid"]),
-        srv_ms=int(srv_ms),
-        **({} if mac is None else {"m": _text(mac)}),
-    )

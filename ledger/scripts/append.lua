@@ -8,7 +8,7 @@ local pid, expected_seq, expected_h, t = ARGV[1], tonumber(ARGV[2]), ARGV[3], AR
 local e, h, eid, m = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local retention, cap, grace = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 
-local entries = read_stream(stream)
+local entries = read_entries(stream)
 if #entries == 0 then
   return {'missing'}
 end
@@ -19,20 +19,19 @@ local state = fold(entries)
 if not state then
   return {'corrupt', 'invalid stored transition'}
 end
-local head_seq, head_h = head_of(entries)
+local head = entries[#entries]
 local annotations = 0
 for i = 1, #entries do
-  local f = fields(entries[i])
-  if f.eid == eid then
+  if entries[i].eid == eid then
     -- A retry whose first reply was lost: report where it landed and where the head is now.
-    return {'duplicate', int(seq_of(entries[i][1]) or 0), int(head_seq), head_h, state}
+    return {'duplicate', int(entries[i].seq or 0), int(head.seq or 0), head.h, state}
   end
-  if ANNOTATIONS[f.t] then
+  if ANNOTATIONS[entries[i].t] then
     annotations = annotations + 1
   end
 end
-if head_seq ~= expected_seq or head_h ~= expected_h then
-  return {'conflict', int(head_seq), head_h, state}
+if head.seq ~= expected_seq or head.h ~= expected_h then
+  return {'conflict', int(head.seq or 0), head.h, state}
 end
 local event, why = check_new(e, pid, expected_seq + 1, expected_h, eid, t)
 if not event then
@@ -49,29 +48,30 @@ if ANNOTATIONS[t] then
     return {'annotation_cap'}
   end
 else
-  local rule = TRANSITIONS[state .. '|' .. t]
-  if not rule or not guards_hold(rule, event.data) then
+  local key = state .. '|' .. t
+  if not NEXT[key] or not guards_hold(key, event.data) then
     return {'invalid_transition', state}
   end
+  local need = NEED[key]
   local recovery_actor = type(event.actor) == 'string'
     and string.sub(event.actor, 1, 9) == 'recovery:'
-  if rule.need == 'deadline' then
-    local prepared = decode(fields(entries[1]).e)
+  if need == 'deadline' then
+    local prepared = decode(entries[1].e)
     if not prepared or now < prepared.data.expires_ms then
       return {'too_early', int(now)}
     end
-  elseif rule.need == 'append_sent' then
+  elseif need == 'append_sent' then
     local claimed = decode(find(entries, 'claimed').e)
     if not claimed or claimed.data.append_sent ~= true then
       return {'invalid_transition', state}
     end
-  elseif rule.need == 'recovery' and not recovery_actor then
+  elseif need == 'recovery' and not recovery_actor then
     return {'invalid_transition', state}
   end
-  if rule.need == 'recovery' or (t == 'sent_filing_failed' and recovery_actor) then
+  if need == 'recovery' or (t == 'sent_filing_failed' and recovery_actor) then
     -- Recovery may only close what a dead dispatcher left behind, and only after the grace.
-    local claimed_f = find(entries, 'claimed')
-    local claimed = decode(claimed_f.e)
+    local claimed_entry = find(entries, 'claimed')
+    local claimed = decode(claimed_entry.e)
     local suffix = 's:' .. pid
     local prefix = string.sub(stream, 1, #stream - #suffix)
     if string.sub(stream, #stream - #suffix + 1) ~= suffix or not claimed
@@ -81,7 +81,7 @@ else
     if redis.call('EXISTS', lease) == 1 then
       return {'lease_alive'}
     end
-    local since = tonumber(claimed_f.srv_ms)
+    local since = tonumber(claimed_entry.srv_ms)
     if t == 'sent_filing_failed' then
       since = tonumber(find(entries, 'sent_filing_started').srv_ms)
     end

@@ -7,17 +7,15 @@ local pid, owner, digest = ARGV[1], ARGV[2], ARGV[3]
 local expected_seq, expected_h = tonumber(ARGV[4]), ARGV[5]
 local e, h, eid, m, retention = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
 
-local entries = read_stream(stream)
+local entries = read_entries(stream)
 if #entries == 0 then
   return {'missing'}
 end
 if #entries > MAX_ENTRIES then
   return {'corrupt', 'stream too long'}
 end
-local first = fields(entries[1])
-local prepared = decode(first.e or '')
-if entries[1][1] ~= '0-1' or first.t ~= 'prepared' or not prepared or prepared.pid ~= pid
-    or type(prepared.data) ~= 'table' then
+local prepared = decode(entries[1].e)
+if entries[1].seq ~= 1 or entries[1].t ~= 'prepared' or not prepared or prepared.pid ~= pid then
   return {'corrupt', 'entry 1 is not the prepared event'}
 end
 if prepared.data.owner ~= owner then
@@ -30,23 +28,23 @@ local state = fold(entries)
 if not state then
   return {'corrupt', 'invalid stored transition'}
 end
-local head_seq, head_h = head_of(entries)
+local head = entries[#entries]
 for i = 2, #entries do
-  if fields(entries[i]).eid == eid then
+  if entries[i].eid == eid then
     -- Our own claim already landed and its reply was lost: the payload is gone for good.
-    return {'ack_lost', int(head_seq), head_h, state}
+    return {'ack_lost', int(head.seq or 0), head.h, state}
   end
 end
 -- An `expired` event is not a consumption: it answers `expired` below (time has passed too).
 if state ~= 'PREPARED' and state ~= 'EXPIRED' then
-  return {'existing', int(head_seq), head_h, state}
+  return {'existing', int(head.seq or 0), head.h, state}
 end
 local now = now_ms()
 if state == 'EXPIRED' or now >= prepared.data.expires_ms then
   return {'expired', int(now)}
 end
-if head_seq ~= expected_seq or head_h ~= expected_h then
-  return {'conflict', int(head_seq), head_h, state}
+if head.seq ~= expected_seq or head.h ~= expected_h then
+  return {'conflict', int(head.seq or 0), head.h, state}
 end
 local payload = redis.call('GET', payload_key)
 if not payload then

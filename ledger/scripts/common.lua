@@ -19,30 +19,29 @@ local function int(n)
   return string.format('%.0f', n)
 end
 
-local function fields(entry)
-  local f = {}
-  local kv = entry[2]
-  for i = 1, #kv, 2 do
-    f[kv[i]] = kv[i + 1]
+-- One bounded XRANGE, each entry parsed once into {seq, t, eid, h, e, srv_ms}. An entry whose
+-- ID is not `0-<n>` gets seq nil (the stream is then corrupt).
+local function read_entries(key)
+  local raw = redis.call('XRANGE', key, '-', '+', 'COUNT', MAX_ENTRIES + 1)
+  local entries = {}
+  for i = 1, #raw do
+    local item = {}
+    local kv = raw[i][2]
+    for j = 1, #kv, 2 do
+      item[kv[j]] = kv[j + 1]
+    end
+    local ms, seq = string.match(raw[i][1], '^(%d+)-(%d+)$')
+    if ms == '0' then
+      item.seq = tonumber(seq)
+    end
+    entries[i] = item
   end
-  return f
-end
-
-local function seq_of(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  if ms ~= '0' then
-    return nil
-  end
-  return tonumber(seq)
-end
-
-local function read_stream(key)
-  return redis.call('XRANGE', key, '-', '+', 'COUNT', MAX_ENTRIES + 1)
+  return entries
 end
 
 local function decode(e)
-  local ok, value = pcall(cjson.decode, e)
-  if not ok or type(value) ~= 'table' then
+  local ok, value = pcall(cjson.decode, e or '')
+  if not ok or type(value) ~= 'table' or type(value.data) ~= 'table' then
     return nil
   end
   return value
@@ -52,13 +51,12 @@ end
 local function fold(entries)
   local state = 'NONE'
   for i = 1, #entries do
-    local t = fields(entries[i]).t
+    local t = entries[i].t
     if not ANNOTATIONS[t] then
-      local rule = TRANSITIONS[state .. '|' .. tostring(t)]
-      if not rule then
+      state = NEXT[state .. '|' .. tostring(t)]
+      if not state then
         return nil
       end
-      state = rule.to
     end
   end
   return state
@@ -66,24 +64,18 @@ end
 
 local function find(entries, t)
   for i = 1, #entries do
-    local f = fields(entries[i])
-    if f.t == t then
-      return f
+    if entries[i].t == t then
+      return entries[i]
     end
   end
   return nil
-end
-
-local function head_of(entries)
-  local last = entries[#entries]
-  return seq_of(last[1]), fields(last).h
 end
 
 -- The new event's envelope must continue the chain exactly where the caller said it would.
 -- (prev is nil for seq 1: Lua has no SHA-256, so the writer alone vouches for the genesis.)
 local function check_new(e, pid, seq, prev, eid, t)
   local event = decode(e)
-  if not event or type(event.data) ~= 'table' then
+  if not event then
     return nil, 'e is not an event'
   end
   if event.pid ~= pid or event.seq ~= seq or (prev ~= nil and event.prev ~= prev)
@@ -106,24 +98,4 @@ end
 local function add_index(key, pid, seq, t, h, now, retention_ms)
   redis.call('XADD', key, 'MINID', '~', int(math.max(now - retention_ms, 0)), '*',
     'pid', pid, 'seq', int(seq), 't', t, 'h', h)
-end
-
-local function guards_hold(rule, data)
-  if #rule.when == 0 then
-    return true
-  end
-  for _, guard in ipairs(rule.when) do
-    local ok = true
-    for _, cond in ipairs(guard) do
-      local value = data[cond[1]]
-      if type(value) ~= 'string' or not cond[2][value] then
-        ok = false
-        break
-      end
-    end
-    if ok then
-      return true
-    end
-  end
-  return false
 end

@@ -7,9 +7,9 @@ local payload, payload_ttl = ARGV[6], tonumber(ARGV[7])
 local retention, expires = tonumber(ARGV[8]), tonumber(ARGV[9])
 
 if redis.call('EXISTS', stream) == 1 then
-  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
-  if #first == 1 and first[1][1] == '0-1' and fields(first[1]).eid == eid then
-    return {'duplicate', fields(first[1]).h}
+  local first = read_entries(stream)[1]
+  if first and first.seq == 1 and first.eid == eid then
+    return {'duplicate', first.h}
   end
   return {'exists'}
 end

@@ -673,3 +673,38 @@ class TestScriptMirror:
                 if expected != (outcome.result == "appended"):
                     disagreements.append((event_type, data, outcome.result))
         assert [] == disagreements
+
+
+class TestScriptRunner:
+    @pytest.mark.parametrize("batching", [True, False])
+    async def test_claims_stay_exactly_once_with_and_without_batching(
+        self, client: aioredis.Redis, namespace: str, batching: bool
+    ) -> None:
+        store = make_store(client, namespace, batching=batching)
+        pid, head = await prepared_send(store)
+        results = await asyncio.gather(*(claim(store, pid, head) for _ in range(50)))
+        assert (1, 49) == (results.count("claimed"), results.count("existing"))
+
+    @pytest.mark.parametrize("batching", [True, False])
+    async def test_concurrent_independent_sends_each_get_their_own_reply(
+        self, client: aioredis.Redis, namespace: str, batching: bool
+    ) -> None:
+        store = make_store(client, namespace, batching=batching)
+        sends = await asyncio.gather(*(claimed_send(store) for _ in range(40)))
+        heads = await asyncio.gather(
+            *(advance(store, pid, head, ATTEMPT, COMMIT, ACCEPTED) for pid, head in sends)
+        )
+        assert {("ACCEPTED", 5)} == {(head.state, head.seq) for head in heads}
+
+    @pytest.mark.parametrize("batching", [True, False])
+    async def test_flushed_scripts_are_reloaded_transparently(
+        self, client: aioredis.Redis, namespace: str, batching: bool
+    ) -> None:
+        store = make_store(client, namespace, batching=batching)
+        pid, head = await claimed_send(store)
+        await client.script_flush()
+        outcomes = await asyncio.gather(
+            store.append(pid, head, ATTEMPT, actor=DISPATCHER, eid=new_id()),
+            prepared_send(store),
+        )
+        assert "appended" == outcomes[0].result

@@ -220,13 +220,21 @@ class TestTypeOnlyFold:
 
 
 class TestLuaMirror:
-    def test_the_lua_table_lists_exactly_the_python_transitions(self) -> None:
+    def test_the_lua_tables_list_exactly_the_python_transitions_and_needs(self) -> None:
         rendered = lifecycle_lua()
-        rows = [line for line in rendered.splitlines() if line.startswith("  ['")]
-        assert len(TRANSITIONS) == len(rows)
+        next_rows = rendered.split("local NEXT = {\n")[1].split("\n}")[0].splitlines()
+        need_rows = rendered.split("local NEED = {\n")[1].split("\n}")[0].splitlines()
+        assert sorted(f"  ['{s}|{t}'] = '{r.to}'," for (s, t), r in TRANSITIONS.items()) == sorted(
+            next_rows
+        )
+        assert sorted(
+            f"  ['{s}|{t}'] = '{r.need}'," for (s, t), r in TRANSITIONS.items() if r.need
+        ) == sorted(need_rows)
+
+    def test_every_guarded_transition_has_a_generated_guard(self) -> None:
+        rendered = lifecycle_lua()
         for (state, event_type), rule in TRANSITIONS.items():
-            row = f"  ['{state}|{event_type}'] = {{to = '{rule.to}', need = '{rule.need}',"
-            assert any(line.startswith(row) for line in rows), row
+            assert (f"  if key == '{state}|{event_type}' then" in rendered) == bool(rule.when)
 
     def test_the_lua_sets_name_every_annotation(self) -> None:
         rendered = lifecycle_lua()

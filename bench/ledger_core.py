@@ -1,0 +1,164 @@
+"""Ledger-core throughput: complete lifecycles (prepared, claimed, smtp_attempt_started,
+smtp_commit_point, smtp_accepted) against a real Redis, one process, one core of Python.
+
+Not a test. Run it against the Redis of scripts/test-services (AOF, appendfsync always):
+
+    scripts/test-services run -- .venv/bin/python bench/ledger_core.py [--lifecycles N]
+
+It prints lifecycles/s and p50/p99 per append for one send at a time and for many sends in
+flight on one event loop (each send's appends strictly one after another, as the dispatcher
+does), with the store's batching (group commit of one loop turn into one pipeline) off and on,
+plus the Python-side cost per append and the server's time per EVALSHA, so the bottleneck is
+visible. Every figure is measured here; nothing is estimated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ledger.chain import event_hash
+from ledger.outcomes import Head, LedgerSettings, new_id
+from ledger.store import LedgerStore, connect
+from schemas.ledger import (
+    Claimed,
+    Event,
+    PreparedPayload,
+    SmtpAccepted,
+    SmtpAttemptStarted,
+    SmtpCommitPoint,
+    encode_event,
+)
+
+OWNER = "a1" * 32
+DIGEST = "d4" * 32
+DISPATCHER = "c3" * 16
+ATTEMPT = SmtpAttemptStarted(
+    transport="smtp", endpoint="smtp.example.test:465", tls_mode="tls", auth="plain"
+)
+COMMIT = SmtpCommitPoint(wire_bytes=4096, raw_sha256="ab" * 32)
+ACCEPTED = SmtpAccepted(stage="acknowledgement", reply_code=250, enhanced_status="2.0.0")
+RAW = b"X" * 4096  # a 4 KiB message in the private payload
+
+
+def make_payload(pid: str) -> PreparedPayload:
+    now = time.time_ns() // 1_000_000
+    return PreparedPayload(
+        pid=pid, owner=OWNER, transport="smtp", action="new", from_="a@example.test",
+        to=("b@example.test",), cc=(), bcc=(), subject="bench", text="bench", html="",
+        attachments=(), message_id=f"<{pid}@example.test>", created_ms=now,
+        expires_ms=now + 900_000, raw=RAW, recipients=("b@example.test",), warnings=(),
+        digest=DIGEST,
+    )  # fmt: skip
+
+
+async def lifecycle(store: LedgerStore, latencies: list[float]) -> None:
+    """One complete send's ledger work, each append awaited before the next."""
+    pid = new_id()
+    t0 = time.perf_counter()
+    prepared = await store.prepare(make_payload(pid), actor="api:bench", eid=new_id())
+    t1 = time.perf_counter()
+    assert prepared.head is not None
+    claim = await store.claim(
+        pid, owner=OWNER, confirmed_digest=DIGEST, head=prepared.head,
+        claimed=Claimed(dispatcher_id=DISPATCHER, claim_token=new_id(),
+                        confirmed_digest=DIGEST, append_sent=False),
+        actor=f"dispatcher:{DISPATCHER}", eid=new_id(),
+    )  # fmt: skip
+    t2 = time.perf_counter()
+    assert claim.result == "claimed" and claim.head is not None
+    latencies += [t1 - t0, t2 - t1]
+    head: Head = claim.head
+    for data in (ATTEMPT, COMMIT, ACCEPTED):
+        t = time.perf_counter()
+        outcome = await store.append(
+            pid, head, data, actor=f"dispatcher:{DISPATCHER}", eid=new_id()
+        )
+        latencies.append(time.perf_counter() - t)
+        assert outcome.result == "appended" and outcome.head is not None
+        head = outcome.head
+
+
+async def run(store: LedgerStore, total: int, in_flight: int) -> tuple[float, list[float]]:
+    latencies: list[float] = []
+    queue = iter(range(total))
+
+    async def worker() -> None:
+        for _ in queue:
+            await lifecycle(store, latencies)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    return time.perf_counter() - start, latencies
+
+
+def python_cost(rounds: int) -> float:
+    """Seconds of pure Python per append: canonical encode + decode check + hash."""
+    event = Event(
+        pid="0" * 32, seq=3, type="smtp_attempt_started", eid="1" * 32, prev="2" * 64,
+        at_ms=1, actor=f"dispatcher:{DISPATCHER}", data=ATTEMPT,
+    )  # fmt: skip
+    start = time.perf_counter()
+    for _ in range(rounds):
+        event_hash(encode_event(event))
+    return (time.perf_counter() - start) / rounds
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lifecycles", type=int, default=2000)
+    parser.add_argument("--in-flight", type=int, nargs="*", default=[1, 16, 64, 256])
+    parser.add_argument(
+        "--batching", choices=["on", "off", "both"], default="both",
+        help="coalesce script calls of one loop turn into one pipeline (LedgerSettings.batching)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    url = os.environ.get("ANGELOS_REDIS_URL")
+    if not url:
+        sys.exit("ANGELOS_REDIS_URL is not set: run under scripts/test-services run --")
+    client = connect(url, max_connections=1024)
+    namespace = f"bench-{new_id()[:8]}"
+    info = await client.info("server")
+    fsync = (await client.config_get("appendfsync")).get("appendfsync")
+    print(f"redis {info['redis_version']}, appendfsync {fsync!r}, python {sys.version.split()[0]}")
+    cost = python_cost(20_000)
+    print(f"python-only cost per append (encode+verify+hash): {cost * 1e6:.1f} us")
+    modes = {"on": [True], "off": [False], "both": [False, True]}[args.batching]
+    try:
+        for batching in modes:
+            settings = LedgerSettings(namespace=namespace, batching=batching)
+            store = LedgerStore(client, settings)
+            await run(store, 50, 8)  # warm-up: scripts loaded, connections open
+            print(f"batching {'on' if batching else 'off'}:")
+            for in_flight in args.in_flight:
+                total = args.lifecycles if in_flight > 1 else min(args.lifecycles, 1000)
+                elapsed, lat = await run(store, total, in_flight)
+                rate = total / elapsed
+                print(
+                    f"  in flight {in_flight:4d}: {total} lifecycles in {elapsed:6.2f} s = "
+                    f"{rate:7.0f} lifecycles/s ({rate * 5:7.0f} appends/s); per append "
+                    f"p50 {pct(lat, 0.50):7.3f} ms, p99 {pct(lat, 0.99):7.3f} ms"
+                )
+        stats = await client.info("commandstats")
+        evalsha = stats.get("cmdstat_evalsha", {})
+        print(f"server: EVALSHA {evalsha.get('usec_per_call', '?')} us per call (whole run)")
+    finally:
+        keys = [key async for key in client.scan_iter(match=f"{namespace}:*", count=1000)]
+        for start in range(0, len(keys), 500):
+            await client.delete(*keys[start : start + 500])
+        await client.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

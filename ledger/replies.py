@@ -1,0 +1,114 @@
+"""Turning raw Redis replies into ledger values (entries, heads, outcomes) without trusting them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, cast
+
+from ledger.lifecycle import STATES, State, rule_for
+from ledger.outcomes import AppendOutcome, AppendResult, ClaimOutcome, ClaimResult, Head
+from schemas.ledger import EventRejected, LedgerCorrupt, LedgerEntry
+
+_ENTRY_FIELDS: Final = (b"e", b"h", b"t", b"eid", b"srv_ms")
+
+
+def text(value: Any) -> str:
+    """Decode a reply element; latin-1 maps stored bytes 1:1, so hashes stay verifiable."""
+    return value.decode("latin-1") if isinstance(value, bytes | bytearray) else str(value)
+
+
+def time_ms(reply: Any) -> int:
+    """Turn a TIME reply (seconds, microseconds) into milliseconds."""
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def state_of(value: Any) -> State:
+    """Validate a lifecycle state name reported by a script."""
+    name = text(value)
+    if name not in STATES:
+        raise LedgerCorrupt("the ledger script reported an unknown state")
+    return name
+
+
+def head_from(values: Sequence[Any]) -> Head:
+    """Build a Head from a script's (seq, h, state) triple."""
+    return Head(int(values[0]), text(values[1]), state_of(values[2]))
+
+
+def unexpected(reply: Any) -> Exception:
+    """The error for a script answer outside its contract."""
+    kind = text(reply[0]) if isinstance(reply, list) and reply else ""
+    if kind == "malformed":
+        return EventRejected("the ledger script refused the event as malformed")
+    if kind == "corrupt":
+        return LedgerCorrupt("the send ledger stream failed the script's integrity checks")
+    return LedgerCorrupt("the ledger script gave an unexpected answer")
+
+
+def entry_from(pid: str, item: Any) -> LedgerEntry:
+    """Parse one XRANGE item into a LedgerEntry; a missing field means a corrupt stream."""
+    entry_id, raw_fields = item
+    fields = {(k if isinstance(k, bytes) else str(k).encode()): v for k, v in raw_fields.items()}
+    if any(name not in fields for name in _ENTRY_FIELDS):
+        raise LedgerCorrupt("a send ledger entry lacks a required field")
+    srv_ms = text(fields[b"srv_ms"])
+    if not srv_ms.isdigit():
+        raise LedgerCorrupt("a send ledger entry has a malformed server time")
+    mac = fields.get(b"m")
+    return LedgerEntry(
+        pid=pid,
+        id=text(entry_id),
+        e=text(fields[b"e"]),
+        h=text(fields[b"h"]),
+        t=text(fields[b"t"]),
+        eid=text(fields[b"eid"]),
+        srv_ms=int(srv_ms),
+        **({} if mac is None else {"m": text(mac)}),
+    )
+
+
+def claim_outcome(reply: Any, head: Head, h: str) -> ClaimOutcome:
+    """Interpret the ledger_claim reply; `head`/`h` are what the caller sent."""
+    result = text(reply[0])
+    if result == "claimed":
+        return ClaimOutcome(
+            result="claimed",
+            payload=bytes(reply[1]),
+            srv_ms=int(reply[2]),
+            head=Head(head.seq + 1, h, "CLAIMED"),
+        )
+    if result in ("existing", "conflict", "ack_lost"):
+        return ClaimOutcome(result=cast(ClaimResult, result), head=head_from(reply[1:4]))
+    if result == "expired":
+        return ClaimOutcome(result="expired", srv_ms=int(reply[1]))
+    if result in ("missing", "mismatch", "payload_missing"):
+        return ClaimOutcome(result=cast(ClaimResult, result))
+    raise unexpected(reply)
+
+
+def append_outcome(reply: Any, head: Head, event_type: str, h: str, eid: str) -> AppendOutcome:
+    """Interpret the ledger_append reply; `head`/`h` are what the caller sent."""
+    result = text(reply[0])
+    if result == "appended":
+        rule = rule_for(head.state, event_type)
+        state = head.state if rule is None else rule.to
+        seq = int(reply[1])
+        return AppendOutcome(
+            result="appended", eid=eid, seq=seq, srv_ms=int(reply[2]), head=Head(seq, h, state)
+        )
+    if result == "duplicate":
+        current = head_from(reply[2:5])
+        return AppendOutcome(
+            result="duplicate", eid=eid, seq=int(reply[1]), head=current, state=current.state
+        )
+    if result == "conflict":
+        current = head_from(reply[1:4])
+        return AppendOutcome(result="conflict", eid=eid, head=current, state=current.state)
+    if result == "invalid_transition":
+        return AppendOutcome(result="invalid_transition", eid=eid, state=state_of(reply[1]))
+    if result == "too_early":
+        return AppendOutcome(result="too_early", eid=eid, srv_ms=int(reply[1]))
+    if result in ("lease_alive", "annotation_cap", "missing"):
+        return AppendOutcome(result=cast(AppendResult, result), eid=eid)
+    raise unexpected(reply)

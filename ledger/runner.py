@@ -1,0 +1,106 @@
+"""Runs the ledger scripts by EVALSHA, reloading them on NOSCRIPT, optionally in batches.
+
+Batching is group commit for independent sends: script calls issued by concurrent tasks in the
+same event-loop turn leave as one pipeline (one round trip, one fsync on the server). Each
+EVALSHA stays atomic on its own and each caller still gets its own reply, so semantics are those
+of separate calls; only the round trips are shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Final
+
+import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
+
+from ledger.scripts import SCRIPT_NAMES, script_sha, script_source
+
+Arg = bytes | str | int
+MAX_BATCH: Final = 512
+_Call = tuple[str, Sequence[str], Sequence[Arg], "asyncio.Future[Any]"]
+
+
+class ScriptRunner:
+    """EVALSHA with automatic reload; `batching` coalesces calls of one loop turn."""
+
+    def __init__(self, client: aioredis.Redis, *, batching: bool = False) -> None:
+        self._client = client
+        self._shas = {name: script_sha(name) for name in SCRIPT_NAMES}
+        self._batching = batching
+        self._pending: list[_Call] = []
+        self._scheduled = False
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    async def run(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+        """Run one script and return its raw reply (redis-py exceptions pass through)."""
+        if not self._batching:
+            return await self._single(name, keys, args)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._pending.append((name, keys, args, future))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._start_flush)
+        return await future
+
+    def _start_flush(self) -> None:
+        self._scheduled = False
+        pending, self._pending = self._pending, []
+        for start in range(0, len(pending), MAX_BATCH):
+            task = asyncio.get_running_loop().create_task(
+                self._flush(pending[start : start + MAX_BATCH])
+            )
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
+
+    async def _flush(self, batch: list[_Call]) -> None:
+        if len(batch) == 1:
+            name, keys, args, future = batch[0]
+            try:
+                _settle(future, await self._single(name, keys, args))
+            except BaseException as exc:  # handed to the caller, who decides
+                _fail(future, exc)
+            return
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for name, keys, args, _ in batch:
+                    pipe.evalsha(self._shas[name], len(keys), *keys, *args)
+                replies = await pipe.execute(raise_on_error=False)
+        except BaseException as exc:  # the whole round trip failed: every caller learns it
+            for *_, future in batch:
+                _fail(future, exc)
+            return
+        for (name, keys, args, future), reply in zip(batch, replies, strict=True):
+            if isinstance(reply, NoScriptError):
+                try:
+                    reply = await self._single(name, keys, args)
+                except BaseException as exc:
+                    _fail(future, exc)
+                    continue
+            if isinstance(reply, BaseException):
+                _fail(future, reply)
+            else:
+                _settle(future, reply)
+
+    async def _single(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+        try:
+            return await self._client.evalsha(self._shas[name], len(keys), *keys, *args)
+        except NoScriptError:
+            await self._client.script_load(script_source(name))
+            return await self._client.evalsha(self._shas[name], len(keys), *keys, *args)
+
+
+def _settle(future: asyncio.Future[Any], reply: Any) -> None:
+    if not future.done():
+        future.set_result(reply)
+
+
+def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(exc, asyncio.CancelledError):
+        future.cancel()
+    else:
+        future.set_exception(exc)
