@@ -156,6 +156,11 @@ def _sent_filing(lifecycle: Lifecycle, status: str) -> SentFiling | msgspec.Unse
     return "pending"
 
 
+def entries_as_of(entries: Sequence[LedgerEntry], as_of_ms: int) -> list[LedgerEntry]:
+    """Keep the entries stored at or before `as_of_ms` (auditor replay of a past answer)."""
+    return [entry for entry in entries if entry.srv_ms <= as_of_ms]
+
+
 def rfc3339_seconds(ms: int) -> str:
     """Render epoch milliseconds as whole-second UTC RFC 3339 (floor), e.g. 2026-01-02T03:04:05Z."""
     moment = datetime.fromtimestamp(ms // 1000, tz=UTC)

@@ -6,7 +6,14 @@ from collections.abc import Sequence
 from typing import Any, Final, cast
 
 from ledger.lifecycle import STATES, State, rule_for
-from ledger.outcomes import AppendOutcome, AppendResult, ClaimOutcome, ClaimResult, Head
+from ledger.outcomes import (
+    AppendOutcome,
+    AppendResult,
+    ClaimOutcome,
+    ClaimResult,
+    Head,
+    IndexEntry,
+)
 from schemas.ledger import EventRejected, LedgerCorrupt, LedgerEntry
 
 _ENTRY_FIELDS: Final = (b"e", b"h", b"t", b"eid", b"srv_ms")
@@ -66,6 +73,16 @@ def entry_from(pid: str, item: Any) -> LedgerEntry:
         srv_ms=int(srv_ms),
         **({} if mac is None else {"m": text(mac)}),
     )
+
+
+def index_entry_from(item: Any) -> IndexEntry:
+    """Parse one index stream item; a malformed one means the index is corrupt."""
+    entry_id, raw_fields = item
+    fields = {text(k): text(v) for k, v in raw_fields.items()}
+    seq = fields.get("seq", "")
+    if not seq.isdigit() or any(name not in fields for name in ("pid", "t", "h")):
+        raise LedgerCorrupt("a send ledger index entry is malformed")
+    return IndexEntry(text(entry_id), fields["pid"], int(seq), fields["t"], fields["h"])
 
 
 def claim_outcome(reply: Any, head: Head, h: str) -> ClaimOutcome:

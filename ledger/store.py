@@ -25,13 +25,22 @@ from ledger.outcomes import (
     AppendOutcome,
     ClaimOutcome,
     Head,
+    IndexEntry,
     LedgerMeta,
     LedgerSettings,
     OpenMember,
     PrepareOutcome,
     UnclaimedMember,
 )
-from ledger.replies import append_outcome, claim_outcome, entry_from, text, time_ms, unexpected
+from ledger.replies import (
+    append_outcome,
+    claim_outcome,
+    entry_from,
+    index_entry_from,
+    text,
+    time_ms,
+    unexpected,
+)
 from ledger.runner import Arg, ScriptRunner
 from schemas.ledger import (
     MAX_ENTRIES,
@@ -145,6 +154,22 @@ class LedgerStore:
             maybe_applied=False,
         )
         return now, [UnclaimedMember(text(pid), int(score)) for pid, score in rows]
+
+    async def index_range(
+        self, *, start_ms: int = 0, end_ms: int | None = None, count: int = 1000
+    ) -> list[IndexEntry]:
+        """Return index entries stored from `start_ms` to `end_ms` (inclusive), oldest first.
+
+        For audits (§8.13): page by calling again with `start_ms` past the last entry's ID.
+        """
+        rows = await self._call(
+            self.client.xrange(
+                self.keys.index, min=str(start_ms), max="+" if end_ms is None else str(end_ms),
+                count=count,
+            ),
+            maybe_applied=False,
+        )  # fmt: skip
+        return [index_entry_from(item) for item in rows]
 
     # ----------------------------------------------------------------------------- writes
 

@@ -708,3 +708,33 @@ class TestScriptRunner:
             prepared_send(store),
         )
         assert "appended" == outcomes[0].result
+
+
+class TestIndex:
+    async def test_the_index_locates_every_event_of_every_send_in_order(
+        self, store: LedgerStore
+    ) -> None:
+        first, head = await claimed_send(store)
+        second, _ = await prepared_send(store)
+        await advance(store, first, head, ATTEMPT)
+        located = await store.index_range()
+        assert [(first, 1), (first, 2), (second, 1), (first, 3)] == [
+            (entry.pid, entry.seq) for entry in located
+        ]
+        _, entries = await store.read(first)
+        assert [entry.h for entry in entries] == [e.h for e in located if e.pid == first]
+
+    async def test_a_deleted_stream_is_still_named_by_its_index_entries(
+        self, store: LedgerStore, client: aioredis.Redis
+    ) -> None:
+        pid, _ = await claimed_send(store)
+        await client.delete(store.keys.stream(pid))
+        _, entries = await store.read(pid)
+        assert [] == entries
+        assert [1, 2] == [entry.seq for entry in await store.index_range() if entry.pid == pid]
+
+    async def test_the_index_pages_by_server_time(self, store: LedgerStore) -> None:
+        await prepared_send(store)
+        [only] = await store.index_range()
+        assert [] == await store.index_range(start_ms=int(only.id.split("-")[0]) + 1)
+        assert [only] == await store.index_range(count=1)

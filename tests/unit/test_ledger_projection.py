@@ -39,7 +39,7 @@ from support.ledger import (
     replace_e,
 )
 
-from ledger.projection import integrity_alarm, project, rfc3339_seconds
+from ledger.projection import entries_as_of, integrity_alarm, project, rfc3339_seconds
 from schemas.ledger import (
     DispatchAborted,
     EventData,
@@ -267,6 +267,16 @@ class TestDefensive:
         text = msgspec.json.encode(status_of([*SENT_FILING, ACCEPTED, FILING_STARTED]))
         for secret in (DIGEST, OWNER, "payload_sha256", "e5e5", "smtp.example.test"):
             assert secret.encode() not in text
+
+
+class TestAuditorReplay:
+    def test_a_replay_as_of_an_earlier_time_equals_the_answer_given_then(self) -> None:
+        entries = chain([*SENT, ACCEPTED], srv_ms=[T0 + n * 1000 for n in range(1, 6)])
+        live_then = project(entries[:3], OWNER, T0 + 3500)
+        assert live_then == project(
+            entries_as_of(entries, T0 + 3500), None, T0 + 3500, auditor=True
+        )
+        assert "sending" == live_then.status
 
 
 class TestTime:
