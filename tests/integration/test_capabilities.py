@@ -85,3 +85,19 @@ class TestFolders:
         assert result.is_error is True
         assert "service_unavailable" == body["error_code"]
         assert services.password not in body["error"]
+
+
+class TestMissingHandler:
+    async def test_an_operation_without_a_handler_says_so_by_name(self, services: Any) -> None:
+        from schemas.args.query import Draft
+
+        async with mcp_client(services.product_env, ("mail.read",)) as (client, app):
+            app.handlers.pop(Draft, None)
+            result = await client.call_tool(
+                "mail_query",
+                {"action": "draft", "reference": {"folder": "Drafts", "uid_validity": 1, "uid": 1}},
+            )
+        body = result.structured_content
+        assert result.is_error is True and body is not None
+        assert "unsupported_operation" == body["error_code"]
+        assert "mail_query action 'draft'" in body["error"]

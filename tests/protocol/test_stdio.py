@@ -75,17 +75,6 @@ class TestStdioSession:
         assert body["outcome"] is None
         assert json.loads(result.content[0].text) == body
 
-    async def test_an_operation_not_built_yet_says_so_by_name(self, env: dict[str, str]) -> None:
-        async with Client(stdio_target(env)) as client:
-            result = await client.call_tool(
-                "mail_query",
-                {"action": "draft", "reference": {"folder": "Drafts", "uid_validity": 1, "uid": 1}},
-            )
-        body = result.structured_content
-        assert result.is_error is True and body is not None
-        assert "unsupported_operation" == body["error_code"]
-        assert "mail_query action 'draft'" in body["error"]
-
     async def test_write_tool_without_write_scope_is_insufficient_scope(
         self, env: dict[str, str]
     ) -> None:
