@@ -1,4 +1,4 @@
-"""The `angelos` command: serve, check-config, demo."""
+"""The `angelos` command: serve, check-config, demo, ledger."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import structlog
 
 from service.config import Config, check_config_lines, load_config
+from service.ledger_cli import add_ledger_commands, run_ledger
 from service.logging import configure_logging
 
 log = structlog.get_logger("angelos")
@@ -39,12 +40,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub.add_parser("check-config", help="print the effective configuration and any problems")
     sub.add_parser("demo", help="show the demo mailbox through a real MCP client")
+    add_ledger_commands(
+        sub.add_parser("ledger", help="audit, export, replay and recover the ledger")
+    )
     args = parser.parse_args(argv)
     config = load_config(os.environ)
     if args.command == "check-config":
         for line in check_config_lines(config):
             print(line)
         return 1 if startup_problems(config) else 0
+    if args.command == "ledger":
+        configure_logging("warning")
+        return run_ledger(args, config)
     configure_logging()
     if args.command == "demo":
         from service.demo import run_demo

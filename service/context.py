@@ -12,6 +12,7 @@ from ledger.outcomes import new_id
 from providers.mailbox import Mailbox
 from service.config import Config, Gates
 from service.principal import Principal
+from service.recovery_task import RecoveryTask, start_recovery
 from service.sending import Sending, start_sending
 
 Handler = Callable[["AppContext", Principal, Any], Awaitable[msgspec.Struct]]
@@ -31,6 +32,7 @@ class AppContext:
     version: str = VERSION
     sending: Sending = field(default_factory=Sending)
     instance_id: str = field(default_factory=new_id)
+    recovery: RecoveryTask | None = None
 
     @property
     def store_configured(self) -> bool:
@@ -43,11 +45,14 @@ class AppContext:
         return self.gates.send and self.sending.usable
 
     async def start(self) -> None:
-        """Open the send ledger (store, self-check, lease); reads never wait for it to work."""
+        """Open the send ledger (store, self-check, lease) and start recovery."""
         self.sending = await start_sending(self.config, self.mailbox)
+        self.recovery = start_recovery(self.config.store, self.sending)
 
     async def aclose(self) -> None:
         """Finish running dispatches, release the lease and the connections."""
+        if self.recovery is not None:
+            await self.recovery.stop()
         await self.sending.aclose()
         if self.mailbox is not None:
             await self.mailbox.aclose()

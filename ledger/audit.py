@@ -1,0 +1,292 @@
+"""The auditor's checks (spec/sending.md §8.13): chain, state machine, rules, index, verdicts.
+
+Everything here is pure: it takes stored entries (from Redis through audit_read, or from an
+export file) and returns findings. Nothing is written, nothing is guessed; a stream that fails a
+check is reported with its prepared_id and the sequence number of the first bad entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+import msgspec
+from msgspec import Struct, field
+
+from ledger.audit_read import IndexEntry
+from ledger.chain import DEFAULT_SKEW_MS, chain_problems, verified_events
+from ledger.lifecycle import Lifecycle, advance
+from ledger.projection import public_status
+from schemas.errors import MailError
+from schemas.ledger import (
+    ANNOTATION_TYPES,
+    Claimed,
+    Event,
+    InvalidTransition,
+    LedgerEntry,
+    Prepared,
+    RecoveryClassified,
+    SentFilingFailed,
+)
+
+# What recovery must have seen last when it wrote each classification (§8.13 item 9).
+_CLOSED_FROM: Final = {
+    "not_attempted": "claimed",
+    "not_submitted": "smtp_attempt_started",
+    "unknown": "smtp_commit_point",
+}
+_INDEX_SLACK_MS: Final = 60_000
+
+
+class Finding(Struct, frozen=True):
+    """One anomaly: which send, which entry (0 when not tied to one), what kind, in words."""
+
+    pid: str
+    seq: int
+    kind: str
+    detail: str
+
+
+class AuditRules(Struct, frozen=True, kw_only=True):
+    """What the auditor checks against: MAC key, clock skew, recovery grace and the 'now'."""
+
+    key: bytes | None = None
+    skew_ms: int = DEFAULT_SKEW_MS
+    grace_ms: int = 900_000
+    retention_ms: int = 604_800_000
+    as_of_ms: int = 0
+
+
+class StreamAudit(Struct, frozen=True, kw_only=True):
+    """The verdict on one stream: its replayed public status and every finding."""
+
+    pid: str
+    events: int
+    status: str  # the public status as of the audit time, or "corrupt"
+    stage: str = ""
+    recovered: bool = False
+    late_outcome: bool = False
+    last_srv_ms: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    investigate: str = ""  # why a person should look at this send ("" when nothing)
+
+
+def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) -> StreamAudit:
+    """Check one stream (§8.13 items 1-9) and replay its public status as of `rules.as_of_ms`."""
+    last_srv = max((entry.srv_ms for entry in entries), default=0)
+    try:
+        events = verified_events(pid, entries, key=rules.key)
+    except MailError:
+        problems = chain_problems(pid, entries, key=rules.key, skew_ms=rules.skew_ms)
+        findings = [Finding(pid, p.seq, p.kind, p.detail) for p in problems]
+        if not findings:  # verified_events is stricter only on the skew-free walk; keep honest
+            findings = [Finding(pid, 0, "chain", "the chain did not verify")]
+        return StreamAudit(
+            pid=pid,
+            events=len(entries),
+            status="corrupt",
+            last_srv_ms=last_srv,
+            findings=findings,
+            investigate="integrity findings",
+        )
+    findings = _skew(pid, entries, events, rules.skew_ms)
+    lifecycle, broken = _fold(pid, entries, events)
+    if broken is not None:
+        findings.append(broken)
+        return StreamAudit(
+            pid=pid,
+            events=len(entries),
+            status="corrupt",
+            last_srv_ms=last_srv,
+            findings=findings,
+            investigate="integrity findings",
+        )
+    findings += _rules(pid, entries, events, lifecycle, rules)
+    answer = public_status(lifecycle, rules.as_of_ms)
+    late = any(event.type == "late_outcome_observed" for event in events)
+    stage = answer.stage if isinstance(answer.stage, str) else ""
+    audit = StreamAudit(
+        pid=pid,
+        events=len(entries),
+        status=answer.status,
+        stage=stage,
+        recovered=answer.recovered is True,
+        late_outcome=late,
+        last_srv_ms=last_srv,
+        findings=findings,
+    )
+    return msgspec.structs.replace(audit, investigate=_investigate(audit, lifecycle, rules))
+
+
+def _skew(
+    pid: str, entries: Sequence[LedgerEntry], events: Sequence[Event], skew_ms: int
+) -> list[Finding]:
+    return [
+        Finding(pid, event.seq, "clock_skew", "at_ms is too far from srv_ms")
+        for entry, event in zip(entries, events, strict=True)
+        if abs(event.at_ms - entry.srv_ms) > skew_ms
+    ]
+
+
+def _fold(
+    pid: str, entries: Sequence[LedgerEntry], events: Sequence[Event]
+) -> tuple[Lifecycle, Finding | None]:
+    lifecycle = Lifecycle()
+    for entry, event in zip(entries, events, strict=True):
+        try:
+            lifecycle = advance(lifecycle, event, entry.srv_ms)
+        except InvalidTransition as exc:
+            return lifecycle, Finding(pid, event.seq, "invalid_transition", exc.message)
+    return lifecycle, None
+
+
+def _rules(
+    pid: str,
+    entries: Sequence[LedgerEntry],
+    events: Sequence[Event],
+    lifecycle: Lifecycle,
+    rules: AuditRules,
+) -> list[Finding]:
+    """§8.13 items 8 and 9: the claim matches the preparation; recovery waited and matched."""
+    found: list[Finding] = []
+    prepared = lifecycle.prepared
+    claim_srv = lifecycle.claimed_srv_ms
+    filing_srv = lifecycle.filing_srv_ms
+    last_lifecycle = ""
+    for entry, event in zip(entries, events, strict=True):
+        data = event.data
+        if isinstance(data, Claimed) and isinstance(prepared, Prepared):
+            if data.confirmed_digest != prepared.digest:
+                found.append(
+                    Finding(pid, event.seq, "claim_digest", "claim confirms another digest")
+                )
+            if entry.srv_ms >= prepared.expires_ms:
+                found.append(Finding(pid, event.seq, "claim_expired", "claimed after the deadline"))
+        elif isinstance(data, RecoveryClassified):
+            if claim_srv is None or entry.srv_ms - claim_srv < rules.grace_ms:
+                found.append(
+                    Finding(pid, event.seq, "recovery_early", "recovery wrote within the grace")
+                )
+            if (
+                data.last_lifecycle_type != last_lifecycle
+                or _CLOSED_FROM[data.classification] != last_lifecycle
+            ):
+                found.append(
+                    Finding(pid, event.seq, "recovery_mismatch", "recovery closed another state")
+                )
+        elif (
+            isinstance(data, SentFilingFailed)
+            and event.actor.startswith("recovery:")
+            and (filing_srv is None or entry.srv_ms - filing_srv < rules.grace_ms)
+        ):
+            found.append(
+                Finding(pid, event.seq, "recovery_early", "recovery wrote within the grace")
+            )
+        if event.type not in ANNOTATION_TYPES:
+            last_lifecycle = event.type
+    return found
+
+
+def _investigate(audit: StreamAudit, lifecycle: Lifecycle, rules: AuditRules) -> str:
+    """Name the reason a person must look at this send (§8.13 item 12), or ""."""
+    if audit.findings:
+        return "integrity findings"
+    if audit.late_outcome:
+        return "late outcome observed after recovery"
+    if audit.status == "unknown":
+        return "outcome unknown: may have been sent"
+    claimed = lifecycle.claimed_srv_ms
+    if audit.status == "sending" and _older(claimed, rules):
+        return "still sending past the recovery grace"
+    if lifecycle.state == "FILING" and _older(lifecycle.filing_srv_ms, rules):
+        return "Sent filing open past the recovery grace"
+    return ""
+
+
+def _older(since_ms: int | None, rules: AuditRules) -> bool:
+    return since_ms is not None and rules.as_of_ms - since_ms > rules.grace_ms
+
+
+# ---------------------------------------------------------------------------------------------
+# Index consistency (§8.13 item 10)
+
+
+def group_index(index: Iterable[IndexEntry]) -> dict[str, list[IndexEntry]]:
+    """Group index entries by pid, keeping their order."""
+    grouped: dict[str, list[IndexEntry]] = {}
+    for item in index:
+        grouped.setdefault(item.pid, []).append(item)
+    return grouped
+
+
+def index_findings(
+    pid: str,
+    entries: Sequence[LedgerEntry],
+    indexed: Sequence[IndexEntry],
+    rules: AuditRules,
+) -> list[Finding]:
+    """Compare one stream with its index entries: each event indexed exactly once, and back."""
+    found: list[Finding] = []
+    by_seq: dict[int, list[IndexEntry]] = {}
+    for item in indexed:
+        by_seq.setdefault(item.seq, []).append(item)
+    window_start = rules.as_of_ms - rules.retention_ms + _INDEX_SLACK_MS
+    for entry in entries:
+        matches = by_seq.pop(entry.seq, [])
+        if len(matches) > 1:
+            found.append(Finding(pid, entry.seq, "index_duplicate", "event indexed more than once"))
+        elif not matches:
+            if entry.srv_ms >= window_start:
+                found.append(Finding(pid, entry.seq, "index_missing", "event has no index entry"))
+        elif matches[0].t != entry.t or matches[0].h != entry.h:
+            found.append(Finding(pid, entry.seq, "index_mismatch", "index type or hash differs"))
+    for seq in sorted(by_seq):
+        found.append(
+            Finding(pid, seq, "missing_entry", "indexed event absent from the stream (deleted?)")
+        )
+    return found
+
+
+def missing_stream_findings(
+    pid: str, indexed: Sequence[IndexEntry], rules: AuditRules
+) -> list[Finding]:
+    """Report a stream that the index names but Redis no longer has, unless retention ended."""
+    lifecycle = [item for item in indexed if item.t not in ANNOTATION_TYPES]
+    newest = max((item.ms for item in lifecycle or indexed), default=0)
+    if newest + rules.retention_ms <= rules.as_of_ms:
+        return []  # the stream's retention ended: its absence is expected
+    seq = max((item.seq for item in indexed), default=0)
+    return [Finding(pid, seq, "missing_stream", "indexed stream is gone (deleted?)")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole-ledger summary
+
+
+class LedgerAudit(Struct, kw_only=True):
+    """A full verification: counts, every finding, and the sends needing investigation."""
+
+    streams: int = 0
+    events: int = 0
+    index_entries: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    investigate: list[StreamAudit] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Tell whether verification found nothing wrong."""
+        return not self.findings
+
+    def add(self, audit: StreamAudit, extra: Sequence[Finding] = ()) -> None:
+        """Fold one stream's verdict (and its index findings) into the summary."""
+        self.streams += 1
+        self.events += audit.events
+        self.statuses[audit.status] = self.statuses.get(audit.status, 0) + 1
+        self.findings += audit.findings
+        self.findings += extra
+        if extra and not audit.investigate:
+            audit = msgspec.structs.replace(audit, investigate="integrity findings")
+        if audit.investigate:
+            self.investigate.append(audit)

@@ -1,0 +1,63 @@
+"""The recovery background task every server process runs (spec/sending.md §8.10)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+
+import structlog
+
+from ledger.recovery import Recoverer, RecoveryReport
+from schemas.errors import MailError
+from service.config import StoreConfig
+from service.sending import Sending
+
+log = structlog.get_logger("angelos.recovery")
+
+
+class RecoveryTask:
+    """Run a recovery pass every interval until stopped; a failed pass is logged and retried."""
+
+    def __init__(self, recoverer: Recoverer, interval_s: float) -> None:
+        self.recoverer = recoverer
+        self.interval_s = interval_s
+        self.passes = 0
+        self.last: RecoveryReport | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the loop in the background."""
+        self._task = asyncio.create_task(self._loop(), name="send-recovery")
+
+    async def stop(self) -> None:
+        """Stop the loop; a pass in flight is cancelled (its appends are each atomic)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        # A random first delay spreads the passes of processes started together.
+        await asyncio.sleep(random.uniform(0.1, 1.0) * self.interval_s)
+        while True:
+            try:
+                self.last = await self.recoverer.run_once()
+            except MailError:
+                log.warning("recovery_pass_failed")
+            except Exception:  # never let the loop die; the next pass tries again
+                log.exception("recovery_pass_crashed")
+            self.passes += 1
+            await asyncio.sleep(self.interval_s)
+
+
+def start_recovery(store_config: StoreConfig | None, sending: Sending) -> RecoveryTask | None:
+    """Start recovery when the ledger store passed its self-check (sending itself may be off)."""
+    if store_config is None or sending.store is None:
+        return None
+    if sending.report is None or not sending.report.usable:
+        return None
+    task = RecoveryTask(Recoverer(sending.store), store_config.recovery_interval_s)
+    task.start()
+    return task
