@@ -73,6 +73,10 @@ class Mailbox(Protocol):
         """APPEND a sent message to the unique Sent folder (\\Seen); never retried."""
         ...
 
+    async def append_draft(self, raw: bytes, folder: str | None = None) -> Appended:
+        """APPEND a draft with \\Draft to `folder` or the unique Drafts folder; never retried."""
+        ...
+
     def reader(self) -> AbstractAsyncContextManager[RawReader]:
         """Lend one connection for a sequence of reads."""
         ...

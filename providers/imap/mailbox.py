@@ -9,6 +9,7 @@ from providers.imap.append import append_to_role
 from providers.imap.connect import connect
 from providers.imap.conversation import conversation_page, decode_conversation_cursor
 from providers.imap.discovery import list_folders, server_capabilities
+from providers.imap.drafts import append_draft
 from providers.imap.fetch import fetch_raw
 from providers.imap.pool import ImapPool
 from providers.imap.search import decode_search_cursor, search_page
@@ -71,6 +72,11 @@ class ImapMailbox:
         """APPEND a sent message to the unique \\Sent folder with \\Seen."""
         async with self.pool.session() as session:
             return await append_to_role(session, "sent", raw, ("\\Seen",))
+
+    async def append_draft(self, raw: bytes, folder: str | None = None) -> Appended:
+        """APPEND a draft with \\Draft to `folder` or the unique \\Drafts folder."""
+        async with self.pool.session() as session:
+            return await append_draft(session, raw, folder)
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[ImapReader]:

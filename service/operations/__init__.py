@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from schemas.args.create import ReviseDraft, SaveDraft
 from schemas.args.prepare import (
+    PrepareDraft,
     PrepareForward,
     PrepareNew,
     PrepareReply,
@@ -13,6 +15,7 @@ from schemas.args.query import (
     Attachment,
     Capabilities,
     Conversation,
+    Draft,
     Folders,
     Read,
     ReadMany,
@@ -21,7 +24,7 @@ from schemas.args.query import (
     Triage,
 )
 from service.context import Handler
-from service.operations import prepare, query, read, send
+from service.operations import drafts, prepare, query, read, send
 from service.operations import search as search_ops
 
 HANDLERS: dict[type, Handler] = {
@@ -39,4 +42,8 @@ HANDLERS: dict[type, Handler] = {
     PrepareReplyAll: prepare.prepare_reply,
     PrepareForward: prepare.prepare_forward,
     SendConfirmed: send.send_confirmed,
+    Draft: drafts.query_draft,
+    SaveDraft: drafts.save_draft,
+    ReviseDraft: drafts.revise_draft,
+    PrepareDraft: drafts.prepare_draft,
 }
