@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from msgspec import Struct
 
 from schemas.mailbox import Folder, Reference, ServerCapabilities
+from schemas.mutations import FlagResult, MutationResult
 from schemas.search import ConversationQuery, SearchQuery, SummaryPage
 
 RAW_PREFIX = 5 * 1024 * 1024  # bytes of a message a read may use (tools.md §7.6)
@@ -75,6 +77,40 @@ class Mailbox(Protocol):
 
     async def append_draft(self, raw: bytes, folder: str | None = None) -> Appended:
         """APPEND a draft with \\Draft to `folder` or the unique Drafts folder; never retried."""
+        ...
+
+    async def create_folder(self, name: str) -> None:
+        """CREATE one folder (tools.md §8.1); never retried."""
+        ...
+
+    async def rename_folder(self, old: str, new: str) -> None:
+        """RENAME one folder, visible to every client (tools.md §9.2); never retried."""
+        ...
+
+    async def copy(self, reference: Reference, destination: str) -> MutationResult:
+        """Copy one message to an existing folder (tools.md §8.2)."""
+        ...
+
+    async def move(self, reference: Reference, destination: str) -> MutationResult:
+        """Move one message with the server's native MOVE (tools.md §9.3)."""
+        ...
+
+    async def trash(self, reference: Reference) -> MutationResult:
+        """Move one message to the single advertised Trash folder (tools.md §9.4)."""
+        ...
+
+    async def change_flags(
+        self,
+        reference: Reference,
+        operation: Literal["add", "remove"],
+        flags: Sequence[str],
+        unchanged_since: int = 0,
+    ) -> FlagResult:
+        """Add or remove flags on one message, conditionally under CONDSTORE (tools.md §9.1)."""
+        ...
+
+    async def delete_permanently(self, reference: Reference) -> MutationResult:
+        """Expunge exactly one message by UID and confirm it is gone (tools.md §10)."""
         ...
 
     def reader(self) -> AbstractAsyncContextManager[RawReader]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Literal
 
+from providers.imap import write
 from providers.imap.append import append_to_role
 from providers.imap.connect import connect
 from providers.imap.conversation import conversation_page, decode_conversation_cursor
@@ -15,8 +17,11 @@ from providers.imap.pool import ImapPool
 from providers.imap.search import decode_search_cursor, search_page
 from providers.imap.session import ImapSession
 from providers.imap.settings import ImapSettings
+from providers.imap.write_delete import delete_permanently
+from providers.imap.write_flags import change_flags
 from providers.mailbox import Appended, RawMessage
 from schemas.mailbox import Folder, Reference, ServerCapabilities
+from schemas.mutations import FlagResult, MutationResult
 from schemas.search import ConversationQuery, SearchQuery, SummaryPage
 
 
@@ -77,6 +82,40 @@ class ImapMailbox:
         """APPEND a draft with \\Draft to `folder` or the unique \\Drafts folder."""
         async with self.pool.session() as session:
             return await append_draft(session, raw, folder)
+
+    async def create_folder(self, name: str) -> None:
+        """CREATE one folder; a NO (it exists, say) is unavailable, a lost reply unknown."""
+        await write.create_folder(self.pool, name)
+
+    async def rename_folder(self, old: str, new: str) -> None:
+        """RENAME one folder."""
+        await write.rename_folder(self.pool, old, new)
+
+    async def copy(self, reference: Reference, destination: str) -> MutationResult:
+        """UID COPY one message; the destination reference only from a single-UID COPYUID."""
+        return await write.copy_message(self.pool, reference, destination)
+
+    async def move(self, reference: Reference, destination: str) -> MutationResult:
+        """UID MOVE one message; refused without the MOVE capability."""
+        return await write.move_message(self.pool, reference, destination)
+
+    async def trash(self, reference: Reference) -> MutationResult:
+        """UID MOVE one message to the unique \\Trash folder."""
+        return await write.trash_message(self.pool, reference)
+
+    async def change_flags(
+        self,
+        reference: Reference,
+        operation: Literal["add", "remove"],
+        flags: Sequence[str],
+        unchanged_since: int = 0,
+    ) -> FlagResult:
+        """UID STORE a flag delta, with UNCHANGEDSINCE under CONDSTORE."""
+        return await change_flags(self.pool, reference, operation, flags, unchanged_since)
+
+    async def delete_permanently(self, reference: Reference) -> MutationResult:
+        """Mark \\Deleted, UID EXPUNGE that one UID and verify it is gone."""
+        return await delete_permanently(self.pool, self._settings, reference)
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[ImapReader]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from schemas.args.create import ReviseDraft, SaveDraft
+from schemas.args.common import Ref
+from schemas.args.create import Copy, CreateFolder, ReviseDraft, SaveDraft
+from schemas.args.modify import Move, Rename, SetFlags, Trash
 from schemas.args.prepare import (
     PrepareDraft,
     PrepareForward,
@@ -24,7 +26,7 @@ from schemas.args.query import (
     Triage,
 )
 from service.context import Handler
-from service.operations import drafts, prepare, query, read, send
+from service.operations import create, delete, drafts, modify, prepare, query, read, send
 from service.operations import search as search_ops
 
 HANDLERS: dict[type, Handler] = {
@@ -42,6 +44,13 @@ HANDLERS: dict[type, Handler] = {
     PrepareReplyAll: prepare.prepare_reply,
     PrepareForward: prepare.prepare_forward,
     SendConfirmed: send.send_confirmed,
+    CreateFolder: create.create_folder,
+    Copy: create.copy,
+    SetFlags: modify.set_flags,
+    Rename: modify.rename,
+    Move: modify.move,
+    Trash: modify.trash,
+    Ref: delete.delete_permanently,
     Draft: drafts.query_draft,
     SaveDraft: drafts.save_draft,
     ReviseDraft: drafts.revise_draft,
