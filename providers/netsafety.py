@@ -123,3 +123,21 @@ def tls_context(ca_file: str | None) -> ssl.SSLContext:
     context.check_hostname = True
     context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+async def dial(answers: list[tuple[int, SockAddr]]) -> socket.socket | None:
+    """Connect to the vetted addresses in order; return the first socket, or None if all fail."""
+    loop = asyncio.get_running_loop()
+    for family, sockaddr in answers:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, sockaddr)
+        except OSError:
+            sock.close()
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    return None

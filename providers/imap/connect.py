@@ -16,27 +16,17 @@ from typing import TypeVar
 
 from providers.imap.session import ImapSession, WireProtocol
 from providers.imap.settings import ImapSettings
-from providers.netsafety import SockAddr, resolve_destination, tls_context
+from providers.netsafety import SockAddr, dial, resolve_destination, tls_context
 from schemas.errors import MailError, ServiceUnavailable
 
 T = TypeVar("T")
 
 
 async def _dial(answers: list[tuple[int, SockAddr]]) -> socket.socket:
-    loop = asyncio.get_running_loop()
-    for family, sockaddr in answers:
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setblocking(False)
-        try:
-            await loop.sock_connect(sock, sockaddr)
-        except OSError:
-            sock.close()
-            continue
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-    raise ServiceUnavailable("could not connect to the mail host")
+    sock = await dial(answers)
+    if sock is None:
+        raise ServiceUnavailable("could not connect to the mail host")
+    return sock
 
 
 async def connect(settings: ImapSettings) -> ImapSession:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import socket
 import ssl
 
@@ -17,7 +18,7 @@ from aiosmtplib import SMTPException, SMTPResponse, SMTPResponseException
 from aiosmtplib.esmtp import parse_esmtp_extensions
 from aiosmtplib.protocol import SMTPProtocol
 
-from providers.netsafety import SockAddr, resolve_destination, tls_context
+from providers.netsafety import SockAddr, dial, resolve_destination, tls_context
 from providers.smtp.settings import SmtpSettings
 from providers.smtp.wire import enhanced_status
 from schemas.errors import MailError
@@ -99,24 +100,13 @@ async def open_session(settings: SmtpSettings) -> Channel:
 
 
 async def _dial(answers: list[tuple[int, SockAddr]], timeout_s: float) -> socket.socket:
-    loop = asyncio.get_running_loop()
-    try:
+    sock = None
+    with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
-            for family, sockaddr in answers:
-                sock = socket.socket(family, socket.SOCK_STREAM)
-                sock.setblocking(False)
-                try:
-                    await loop.sock_connect(sock, sockaddr)
-                except OSError:
-                    sock.close()
-                    continue
-                except BaseException:
-                    sock.close()
-                    raise
-                return sock
-    except TimeoutError:
-        pass
-    raise NotSent("connection", "connect_failed")
+            sock = await dial(answers)
+    if sock is None:
+        raise NotSent("connection", "connect_failed")
+    return sock
 
 
 async def _attach(sock: socket.socket, settings: SmtpSettings, ctx: ssl.SSLContext) -> Channel:
