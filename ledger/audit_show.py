@@ -181,8 +181,8 @@ def timeline(audit: StreamAudit, entries: Sequence[LedgerEntry]) -> Timeline:
         )
     said = (
         conclusion(lifecycle)
-        if folded and not audit.findings
-        else ("the stream failed verification: no conclusion can be drawn from it")
+        if folded and audit.status != "corrupt"
+        else "the stream failed verification: no conclusion can be drawn from it"
     )
     return Timeline(
         pid=audit.pid,
