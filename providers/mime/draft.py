@@ -106,9 +106,7 @@ def parse_draft(raw: bytes) -> ParsedDraft:
     if fields.get("in-reply-to"):
         draft.in_reply_to = message_id(fields["in-reply-to"], "In-Reply-To")
     draft.references = reference_chain(fields.get("references", ""))
-    # The message's own final CRLF ends its last line; it is not part of a single text body.
-    end = len(raw) - 2 if raw.endswith(b"\r\n") and len(raw) - 2 >= body_start else len(raw)
-    body = parse_body(raw, fields, body_start, end)
+    body = parse_body(raw, fields, body_start, len(raw))
     draft.text, draft.html, draft.has_plain = body.text, body.html, body.has_plain
     draft.attachments = body.attachments
     return draft

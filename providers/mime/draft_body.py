@@ -9,7 +9,7 @@ from __future__ import annotations
 import binascii
 import re
 
-from msgspec import Struct, field
+from msgspec import Struct, field, structs
 
 from providers.mime.compose import limits
 from providers.mime.compose.media_types import MediaType, parse_media_type
@@ -67,6 +67,9 @@ def parse_body(raw: bytes, fields: Fields, start: int, end: int) -> DraftBody:
         if total > limits.MAX_ATTACHMENT_TOTAL_BYTES:
             raise DraftUnsupported("attachments exceed 3 MiB decoded in total")
     else:
+        if not top.media.essence.startswith("multipart/") and raw.endswith(b"\r\n", start, end):
+            # The message's own final CRLF ends its last line; it is not part of the body.
+            top = structs.replace(top, end=end - 2)
         _read_bodies(raw, top, body)
     return body
 

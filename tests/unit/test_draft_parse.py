@@ -176,11 +176,11 @@ class TestSupportedShapes:
         assert ("naïve.txt", b"caf\xe9") == (found.filename, found.data)
         assert "text/plain; charset=iso-8859-1; name=x" == found.content_type
 
-    def test_one_crlf_after_the_closing_boundary_is_allowed(self) -> None:
-        ctype, body = multipart(
-            "alternative", "b", [part(PLAIN, "a"), part(HTML, "<p>a</p>")], tail="\r\n"
-        )
-        assert "a" == read_draft(eml([*HEAD, ctype], body)).text
+    def test_at_most_one_line_break_may_follow_the_closing_boundary(self) -> None:
+        ctype, body = alternative()
+        raw = eml([*HEAD, ctype], body)
+        assert raw.endswith(b"--alt--\r\n")
+        assert "Hello" == read_draft(raw).text == read_draft(raw.removesuffix(b"\r\n")).text
 
 
 class TestRoundTrip:
@@ -506,3 +506,13 @@ class TestLimits:
     def test_a_source_over_5_mib_is_a_safety_limit(self) -> None:
         with pytest.raises(SafetyLimit):
             read_draft(eml([*HEAD, *PLAIN], "x" * (5 * 1024 * 1024)))
+
+
+class TestTrailingLines:
+    def test_two_line_breaks_after_a_top_level_closing_boundary_are_an_epilogue(self) -> None:
+        ctype, body = alternative()
+        assert "epilogue" in unsupported(eml([*HEAD, ctype], body + "\r\n"))
+
+    def test_a_message_without_a_final_line_break_reads_the_same(self) -> None:
+        raw = eml([*HEAD, *PLAIN], "Hello")
+        assert read_draft(raw).text == read_draft(raw.removesuffix(b"\r\n")).text
