@@ -1,17 +1,17 @@
-"""Results of the drafts lifecycle: structured read, saved draft, revision (tools.md §7.8, §8.3-4).
+"""Results of the drafts lifecycle: structured read and revision (tools.md §7.8, §8.4).
 
 The `message` of a draft read has the composition shape (tools.md §11), so an agent can edit it
-and hand members back as `changes` without translation.
+and hand members back as `changes` without translation. A saved draft's result is the shared
+mutation result (schemas.mutations, tools.md §5.9).
 """
 
 from __future__ import annotations
-
-from typing import Literal
 
 from msgspec import UNSET, Struct, UnsetType, field
 
 from schemas.args.common import Message
 from schemas.mailbox import Reference
+from schemas.mutations import MutationResult
 
 DRAFT_SUBSET_NOTICE = (
     "Only a supported MIME subset of drafts is read. Rebuilding it (revise_draft or mail_prepare "
@@ -37,8 +37,6 @@ DRAFT_SNAPSHOT_NOTICE = (
     "change it, and sending will not delete or retire the saved draft."
 )
 
-AppendStatus = Literal["appended", "unknown", "not_applied"]
-
 
 class DraftRead(Struct, kw_only=True):
     """mail_query draft: the editable reconstruction and the digest of the exact source bytes."""
@@ -52,19 +50,10 @@ class DraftRead(Struct, kw_only=True):
     warnings: list[str]
 
 
-class DraftAppend(Struct, kw_only=True):
-    """The mutation result of an APPENDed draft (tools.md §5.9)."""
-
-    source: Reference | UnsetType = UNSET
-    destination: Reference | UnsetType = UNSET
-    status: AppendStatus
-    warnings: list[str] | UnsetType = UNSET
-
-
 class DraftRevision(Struct, kw_only=True):
     """mail_create revise_draft: the appended copy; the original is always retained."""
 
-    revision: DraftAppend
+    revision: MutationResult
     source_digest: str
     original_retained: bool = True
     message_id: str

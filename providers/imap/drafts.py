@@ -6,8 +6,8 @@ from providers.imap import codec
 from providers.imap.append import MAX_APPEND_BYTES, unique_role_folder
 from providers.imap.session import ImapSession
 from providers.mailbox import Appended
-from schemas.drafts import DraftAppend
-from schemas.errors import InvalidArguments, MailError, SafetyLimit
+from schemas.errors import InvalidArguments, SafetyLimit
+from schemas.mutations import MutationResult, outcome_on_error
 
 DRAFT_FLAGS = ("\\Draft",)
 
@@ -26,7 +26,7 @@ async def append_draft(session: ImapSession, raw: bytes, folder: str | None) -> 
 
     Everything that can refuse the draft (size, APPENDLIMIT, no unique Drafts folder) is
     checked before the APPEND command is sent. Once it is sent, any error carries the outcome
-    `DraftAppend(status="unknown")`: the caller searches the folder before saving again.
+    `MutationResult(status="unknown")`: the caller searches the folder before saving again.
     """
     if not raw or len(raw) > MAX_APPEND_BYTES:
         raise InvalidArguments("a draft must be a non-empty message of at most 5 MiB")
@@ -34,12 +34,9 @@ async def append_draft(session: ImapSession, raw: bytes, folder: str | None) -> 
     if limit is not None and len(raw) > limit:
         raise SafetyLimit("the draft exceeds the server's APPENDLIMIT")
     target = folder or await unique_role_folder(session, "drafts")
-    try:
+    with outcome_on_error(MutationResult(status="unknown")):
         response = await session.append(target, raw, flags=DRAFT_FLAGS)
         mapping = codec.parse_appenduid(response)
-    except MailError as exc:
-        exc.outcome = DraftAppend(status="unknown")
-        raise
     if mapping is None or len(mapping.uids) != 1:
         return Appended(target)
     return Appended(target, mapping.uid_validity, mapping.uids[0])

@@ -37,11 +37,11 @@ from schemas.drafts import (
     DRAFT_SNAPSHOT_NOTICE,
     DRAFT_UID_UNKNOWN,
     REVISION_NOTICE,
-    DraftAppend,
     DraftRead,
     DraftRevision,
 )
 from schemas.mailbox import Reference
+from schemas.mutations import MutationResult
 from service.context import AppContext
 from service.operations.prepare import identity, now, store_preparation
 from service.operations.query import require_mailbox
@@ -64,7 +64,7 @@ async def query_draft(app: AppContext, principal: Principal, args: Draft) -> Dra
     return (await load_draft(app, args.reference)).read
 
 
-async def save_draft(app: AppContext, principal: Principal, args: SaveDraft) -> DraftAppend:
+async def save_draft(app: AppContext, principal: Principal, args: SaveDraft) -> MutationResult:
     """mail_create draft: compose a new draft (recipients optional) and APPEND it with \\Draft."""
     composed = compose_draft(
         args.message, identity=identity(app), draft_id=new_id(), created_at=now()
@@ -103,13 +103,13 @@ async def revise_draft(app: AppContext, principal: Principal, args: ReviseDraft)
     try:
         revision = await append(app, raw, folder, source=args.reference)
     except errors.MailError as exc:
-        if isinstance(exc.outcome, DraftAppend):  # always: append() attaches one
+        if isinstance(exc.outcome, MutationResult):  # always: append() attaches one
             exc.outcome = revision_result(exc.outcome, saved, composed.message_id)
         raise
     return revision_result(revision, saved, composed.message_id)
 
 
-def revision_result(revision: DraftAppend, saved: SavedDraft, message_id: str) -> DraftRevision:
+def revision_result(revision: MutationResult, saved: SavedDraft, message_id: str) -> DraftRevision:
     """The revise_draft result (or error outcome): the original is always retained."""
     return DraftRevision(
         revision=revision,
@@ -206,19 +206,19 @@ def check_size(result: Struct, what: str) -> None:
 
 async def append(
     app: AppContext, raw: bytes, folder: str | None, source: Reference | UnsetType = UNSET
-) -> DraftAppend:
-    """APPEND a draft; a failure carries a DraftAppend outcome (`unknown` or `not_applied`)."""
+) -> MutationResult:
+    """APPEND a draft; a failure carries a MutationResult outcome (`unknown` or `not_applied`)."""
     try:
         where = await require_mailbox(app).append_draft(raw, folder)
     except errors.MailError as exc:
         # The provider marks every failure after the APPEND command was sent.
-        sent = exc.outcome if isinstance(exc.outcome, DraftAppend) else None
-        exc.outcome = DraftAppend(source=source, status=sent.status if sent else "not_applied")
+        sent = exc.outcome if isinstance(exc.outcome, MutationResult) else None
+        exc.outcome = MutationResult(source=source, status=sent.status if sent else "not_applied")
         raise
     if not where.uid:
-        return DraftAppend(source=source, status="appended", warnings=[DRAFT_UID_UNKNOWN])
+        return MutationResult(source=source, status="appended", warnings=[DRAFT_UID_UNKNOWN])
     destination = Reference(folder=where.folder, uid_validity=where.uid_validity, uid=where.uid)
-    return DraftAppend(source=source, destination=destination, status="appended")
+    return MutationResult(source=source, destination=destination, status="appended")
 
 
 async def off_loop(parse: Callable[[bytes], T], raw: bytes) -> T:

@@ -9,7 +9,6 @@ import pytest
 from providers.imap.drafts import append_draft, append_limit
 from providers.imap.session import ImapSession, WireProtocol
 from providers.mailbox import Appended
-from schemas.drafts import DraftAppend
 from schemas.errors import (
     InvalidArguments,
     OutcomeUnknown,
@@ -17,6 +16,7 @@ from schemas.errors import (
     ServiceUnavailable,
     UnsupportedOperation,
 )
+from schemas.mutations import MutationResult
 from schemas.secret import Secret
 
 RAW = b"From: alice@example.test\r\n\r\nHello\r\n"
@@ -139,13 +139,13 @@ class TestAppendDraft:
         imap, _ = await session(b"NO [TRYCREATE] no such mailbox")
         with pytest.raises(ServiceUnavailable) as caught:
             await append_draft(imap, RAW, "Missing")
-        assert DraftAppend(status="unknown") == caught.value.outcome
+        assert MutationResult(status="unknown") == caught.value.outcome
 
     async def test_a_lost_reply_is_an_unknown_outcome(self) -> None:
         imap, _ = await session(None)
         with pytest.raises(OutcomeUnknown) as caught:
             await append_draft(imap, RAW, "Drafts")
-        assert DraftAppend(status="unknown") == caught.value.outcome
+        assert MutationResult(status="unknown") == caught.value.outcome
 
 
 class TestAppendLimit:
