@@ -30,6 +30,7 @@ from types import TracebackType
 from support.services import Services
 
 _LITERAL = re.compile(rb"\{(\d+)\+?\}\r\n$")
+_LIMIT = 1 << 20  # longest line either side may send (literals are read by size, not by line)
 
 
 def command_name(line: bytes) -> tuple[bytes, str] | None:
@@ -90,7 +91,7 @@ class ImapProxy:
         self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._tls.load_cert_chain(tls_dir / "server.crt", tls_dir / "server.key")
         self._server = await asyncio.start_server(
-            self._accept, "127.0.0.1", 0, ssl=self._tls, ssl_handshake_timeout=10
+            self._accept, "127.0.0.1", 0, ssl=self._tls, ssl_handshake_timeout=10, limit=_LIMIT
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -119,6 +120,7 @@ class ImapProxy:
                 self.services.imap_port,
                 ssl=self.services.ssl_context(),
                 server_hostname="localhost",
+                limit=_LIMIT,
             )
         except OSError:
             writer.close()
@@ -131,8 +133,8 @@ class ImapProxy:
                 self._upstream(reader, up_writer, cut),
                 self._downstream(up_reader, writer, cut, links),
             )
-        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
-            pass
+        except (OSError, ValueError, asyncio.IncompleteReadError):
+            pass  # a peer went away (or a cut): both sides are aborted below
         finally:
             for w in links:
                 with contextlib.suppress(Exception):

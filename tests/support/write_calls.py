@@ -181,6 +181,7 @@ class Tools:
         self.client = client
         self.app = app
         self.proxy = proxy
+        self.last_meta: dict[str, Any] | None = None
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         """Call a tool; return (is_error, structured content) after checking the text copy."""
