@@ -311,7 +311,6 @@ class Dispatcher:
             return None, "expired_at_dispatch"
         return payload, "digest_mismatch"  # the problem is unused on success
 
-
     async def _submit(
         self, run: Run, payload: PreparedPayload, envelope: Envelope
     ) -> SendResult | ReplayResult:
