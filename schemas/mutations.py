@@ -92,3 +92,11 @@ def outcome_on_error(outcome: object) -> Iterator[None]:
         if exc.outcome is None:
             exc.outcome = outcome
         raise
+
+
+# The outcome an action reports when its arguments are refused (tools.md §6.5, check 83):
+# folder operations say plainly that nothing was created or renamed.
+REFUSED_ARGUMENT_OUTCOMES: dict[tuple[str, str], Struct] = {
+    ("mail_create", "folder"): FolderCreated(created=False),
+    ("mail_modify", "rename"): FolderRenamed(renamed=False),
+}

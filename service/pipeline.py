@@ -15,6 +15,7 @@ from schemas.args.prepare import SendConfirmed
 from schemas.args.query import SendStatus
 from schemas.discovery import TOOLS_BY_NAME, ToolSpec
 from schemas.error_object import DRAFT_CONFLICT_RECOVERY, ErrorObject, build_error
+from schemas.mutations import REFUSED_ARGUMENT_OUTCOMES
 from service.context import AppContext
 from service.principal import Principal
 
@@ -55,7 +56,8 @@ def decode_arguments(tool: ToolSpec, arguments: object) -> msgspec.Struct:
         detail = str(exc)
         if len(detail) > MAX_ERROR_DETAIL:
             detail = detail[:MAX_ERROR_DETAIL] + "…"
-        raise errors.InvalidArguments(f"invalid request: {detail}") from None
+        outcome = REFUSED_ARGUMENT_OUTCOMES.get((tool.name, str(arguments.get("action"))))
+        raise errors.InvalidArguments(f"invalid request: {detail}", outcome=outcome) from None
     return decoded
 
 

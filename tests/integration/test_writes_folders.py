@@ -129,12 +129,6 @@ class TestRename:
                 "mail_modify", {"action": "rename", "old": old, "new": new}, "invalid_arguments"
             )
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="check 83 wants outcome {'renamed': false} on this invalid_arguments; the "
-        "rule lives in the msgspec decode (schemas/args/modify.py) and the pipeline attaches "
-        "no outcome to decode errors - needs a pipeline change (see the report)",
-    )
     async def test_renaming_inbox_reports_renamed_false(self, services: Services) -> None:
         async with write_tools(services) as tools:
             body = await tools.error(
