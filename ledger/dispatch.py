@@ -189,7 +189,7 @@ class Dispatcher:
         if blob is None:
             raise errors.OperationFailed("the claim kept conflicting; nothing was consumed or sent")
         run.claimed_at = time.monotonic()
-        await self._fault("after_claimed")
+        await self._fault("after_claim")
         return await self._after_claim(run, blob, lifecycle)
 
     def _refuse_or_fold(self, run: Run, now: int, entries: list[LedgerEntry]) -> Lifecycle:
@@ -377,7 +377,7 @@ class Dispatcher:
             await self._append(run, SentFilingStarted(mailbox_role="sent"))
         except Closed:
             return
-        await self._fault("during_filing")
+        await self._fault("after_filing_started")
         try:
             result = await asyncio.wait_for(
                 self.filer.file_sent(payload.raw), self.settings.sent_filing_timeout_s
@@ -446,7 +446,13 @@ class Dispatcher:
         eid = new_id()
         deadline = time.monotonic() + self.settings.outcome_persist_window_s
         delay = 0.1
-        while time.monotonic() < deadline and self.lease.fresh(self.settings.lease_fresh_s):
+        first = True
+        # One attempt always (a paused process learns here that recovery closed the dispatch);
+        # retries only while this process's lease shows it is alive.
+        while first or (
+            time.monotonic() < deadline and self.lease.fresh(self.settings.lease_fresh_s)
+        ):
+            first = False
             try:
                 result = await self.store.append(
                     run.pid, run.head, outcome, actor=self.actor, eid=eid

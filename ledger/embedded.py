@@ -22,6 +22,8 @@ import redis.exceptions as rex
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from ledger.store import POOL_CONNECTIONS, POOL_WAIT_S
+
 _SOCKET_PATH_MAX: Final = 100  # sun_path holds 108 bytes on Linux; keep a margin
 _START_TIMEOUT_S: Final = 10.0
 
@@ -104,7 +106,14 @@ async def start_embedded(data_dir: str, *, timeout_s: float = _START_TIMEOUT_S) 
 
 
 def _client(socket_path: str) -> aioredis.Redis:
-    return aioredis.Redis(unix_socket_path=socket_path, retry=Retry(NoBackoff(), 0))
+    pool = aioredis.BlockingConnectionPool(
+        connection_class=aioredis.UnixDomainSocketConnection,
+        path=socket_path,
+        max_connections=POOL_CONNECTIONS,
+        timeout=POOL_WAIT_S,
+        retry=Retry(NoBackoff(), 0),
+    )
+    return aioredis.Redis.from_pool(pool)
 
 
 def _private_dir(path: str) -> None:

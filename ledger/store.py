@@ -59,9 +59,24 @@ from schemas.ledger import (
 MAX_REBUILDS: Final = 5  # §8.7: rebuild after annotation-only conflicts at most 5 times
 
 
+POOL_CONNECTIONS = 100
+POOL_WAIT_S = 30.0
+
+
 def connect(url: str, **options: Any) -> aioredis.Redis:
-    """Open a client for ANGELOS_REDIS_URL without redis-py's automatic command retries."""
-    return aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **options)
+    """Open a client for ANGELOS_REDIS_URL without redis-py's automatic command retries.
+
+    The pool blocks when all connections are busy: a burst of concurrent confirms waits for a
+    connection instead of failing with "too many connections".
+    """
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=POOL_CONNECTIONS,
+        timeout=POOL_WAIT_S,
+        retry=Retry(NoBackoff(), 0),
+        **options,
+    )
+    return aioredis.Redis.from_pool(pool)
 
 
 def head_of(entries: Sequence[LedgerEntry]) -> Head | None:

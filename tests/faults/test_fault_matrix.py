@@ -12,7 +12,6 @@ their namespace, after which the paused dispatcher is resumed (SIGCONT) and must
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,7 +33,6 @@ from faults.harness import (
 from support.services import Services
 from support.smtp_sink import Transaction, transactions
 
-import ledger.dispatch
 from ledger.outcomes import LedgerSettings
 from ledger.store import LedgerStore, connect
 
@@ -82,11 +80,6 @@ ROWS = [
         (1,), late_possible=True,
     ),
 ]  # fmt: skip
-
-
-def wired(point: str) -> bool:
-    """Tell whether ledger/dispatch.py stops at this §9.0 fault point name."""
-    return f'_fault("{point}")' in inspect.getsource(ledger.dispatch)
 
 
 class Outcome(NamedTuple):
@@ -284,11 +277,6 @@ def _table(result: Matrix) -> str:
 def _row(matrix: Matrix, row: Row) -> Outcome:
     outcome = matrix.rows[row.name]
     if not outcome.reached:
-        if not wired(row.point):
-            pytest.xfail(
-                f"ledger/dispatch.py has no fault point named {row.point!r} "
-                "(sending.md §9.0 and service/config name it so)"
-            )
         pytest.fail(f"the server never reached {row.point}")
     return outcome
 
@@ -349,11 +337,6 @@ class TestResumedDispatchers:
         if not (row.late_possible and learned):
             assert "late_outcome_observed" not in outcome.types
             return
-        if "late_outcome_observed" not in outcome.types and row.point == "after_terminator":
-            pytest.xfail(
-                "ledger/dispatch.py gives up persisting an outcome when its lease is stale "
-                "after SIGCONT, before it can see that recovery closed the dispatch"
-            )
         assert 1 == outcome.types.count("late_outcome_observed")
 
 
@@ -363,9 +346,10 @@ class TestAroundRecovery:
 
     def test_the_incident_queue_lists_the_abandoned_claims(self, matrix: Matrix) -> None:
         listed = {item["prepared_id"] for item in matrix.queue}
+        # A dispatch killed during Sent filing is already `accepted`: not in the sending queue.
         abandoned = {
             o.pid for r, o in ((r, matrix.rows[r.name]) for r in ROWS)
-            if r.mode == "exit" and o.reached
+            if r.mode == "exit" and o.reached and r.point != "after_filing_started"
         }  # fmt: skip
         assert abandoned <= listed
 

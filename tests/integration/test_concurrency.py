@@ -130,3 +130,4 @@ class TestManyIdsManyClients:
         print(f"1,000 in flight: {dict(outcomes)}")
         assert [] == [r for r, n in per_rcpt.items() if n > 1]
         assert accepted == len(seen)
+        assert {"accepted": 1000} == dict(outcomes)

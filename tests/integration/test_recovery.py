@@ -229,6 +229,7 @@ class TestFencing:
         self, store: LedgerStore
     ) -> None:
         pid, head = await claimed_send(store)  # the dispatcher holds this head, then pauses
+        await asyncio.sleep(0.01)  # candidates are claims strictly older than now - grace (0)
         await Recoverer(store).run_once()
         marker = SmtpAttemptStarted(
             transport="smtp", endpoint="smtp.example.test:465", tls_mode="tls", auth="plain"
