@@ -63,7 +63,7 @@ POOL_CONNECTIONS = 100
 POOL_WAIT_S = 30.0
 
 
-def connect(url: str, **options: Any) -> aioredis.Redis:
+def connect(url: str, *, max_connections: int = POOL_CONNECTIONS, **options: Any) -> aioredis.Redis:
     """Open a client for ANGELOS_REDIS_URL without redis-py's automatic command retries.
 
     The pool blocks when all connections are busy: a burst of concurrent confirms waits for a
@@ -71,7 +71,7 @@ def connect(url: str, **options: Any) -> aioredis.Redis:
     """
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
-        max_connections=POOL_CONNECTIONS,
+        max_connections=max_connections,
         timeout=POOL_WAIT_S,
         retry=Retry(NoBackoff(), 0),
         **options,

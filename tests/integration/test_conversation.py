@@ -6,8 +6,8 @@ from typing import Any
 
 import aioimaplib
 import pytest
-from integration.test_search import Mcp, folder, imap, mail, mcp, proxy, seed
 from support.imap import append_messages, create_folder, quote_mailbox
+from support.query_harness import Mcp, folder, imap, mail, mcp, proxy, seed
 
 pytestmark = pytest.mark.services
 __all__ = ["folder", "imap", "mcp", "proxy"]  # fixtures shared with test_search

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
-from integration.test_search import Mcp, mcp, proxy
 from support.imap import quote_mailbox
+from support.query_harness import Mcp, mcp, proxy
 from support.services import Services
 
 from providers.imap import codec

@@ -6,8 +6,8 @@ from typing import Any
 
 import aioimaplib
 import pytest
-from integration.test_search import Mcp, folder, imap, live_flags, mail, mcp, proxy, seed
 from support.imap import Append
+from support.query_harness import Mcp, folder, imap, live_flags, mail, mcp, proxy, seed
 
 pytestmark = pytest.mark.services
 __all__ = ["folder", "imap", "mcp", "proxy"]  # fixtures shared with test_search
