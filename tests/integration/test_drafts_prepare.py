@@ -10,7 +10,7 @@ import base64
 import uuid
 from typing import Any
 
-from integration.test_drafts import (
+from support.drafts_harness import (
     FILE,
     FULL,
     HEAD,

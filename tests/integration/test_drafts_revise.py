@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from integration.test_drafts import (
+from support.drafts_harness import (
     FILE,
     FULL,
     HEAD,
