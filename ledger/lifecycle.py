@@ -7,7 +7,7 @@ renders the same table into the Lua append script, so Python and Redis cannot di
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 import msgspec
 from msgspec import Struct
@@ -38,19 +38,7 @@ State = Literal[
     "UNKNOWN",
     "EXPIRED",
 ]
-STATES: Final[tuple[State, ...]] = (
-    "NONE",
-    "PREPARED",
-    "CLAIMED",
-    "ATTEMPTING",
-    "COMMITTED",
-    "ACCEPTED",
-    "FILING",
-    "FILED",
-    "REJECTED",
-    "UNKNOWN",
-    "EXPIRED",
-)
+STATES: Final[tuple[State, ...]] = get_args(State)
 TERMINAL_STATES: Final = frozenset({"REJECTED", "UNKNOWN", "EXPIRED", "FILED"})
 # Conditions that the data alone cannot decide: the deadline needs a clock, `append_sent` needs
 # the claim, and recovery needs an actor of kind `recovery:` (plus, in Redis, lease and grace).

@@ -14,6 +14,7 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 from schemas.errors import OperationFailed, ServiceUnavailable
+from schemas.submission import SmtpRejectReason
 
 # ---------------------------------------------------------------------------------------------
 # Scalars of the canonical form
@@ -148,19 +149,7 @@ class SmtpRejected(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True)
     enhanced_status: EnhancedStatus
     network_contacted: bool
     reason: Literal[
-        "connect_failed",
-        "tls_failed",
-        "starttls_unavailable",
-        "auth_unavailable",
-        "auth_failed",
-        "sender_refused",
-        "recipient_refused",
-        "data_refused",
-        "body_write_failed",
-        "aborted_before_connect",
-        "aborted_before_terminator",
-        "final_reply_negative",
-        "http_4xx",
+        SmtpRejectReason, "aborted_before_connect", "aborted_before_terminator", "http_4xx"
     ]
 
 

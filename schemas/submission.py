@@ -9,28 +9,28 @@ the server's reply text, an address, a credential or message content.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 from msgspec import Struct
 
 # sending.md §8.5 smtp_rejected.stage, plus "validation" for checks that run before any network.
 NOT_SENT_STAGES = frozenset(
     {"validation", "connection", "authentication", "envelope", "data", "acknowledgement"}
 )
-# sending.md §8.5 smtp_rejected.reason (the SMTP subset), plus "local_validation".
-NOT_SENT_REASONS = frozenset(
-    {
-        "local_validation",
-        "connect_failed",
-        "tls_failed",
-        "starttls_unavailable",
-        "auth_unavailable",
-        "auth_failed",
-        "sender_refused",
-        "recipient_refused",
-        "data_refused",
-        "body_write_failed",
-        "final_reply_negative",
-    }
-)
+# sending.md §8.5 smtp_rejected.reason: the part an SMTP submission itself can report.
+SmtpRejectReason = Literal[
+    "connect_failed",
+    "tls_failed",
+    "starttls_unavailable",
+    "auth_unavailable",
+    "auth_failed",
+    "sender_refused",
+    "recipient_refused",
+    "data_refused",
+    "body_write_failed",
+    "final_reply_negative",
+]
+NOT_SENT_REASONS = frozenset({"local_validation", *get_args(SmtpRejectReason)})
 # sending.md §8.5 smtp_outcome_unknown.cause (the SMTP subset).
 MAYBE_SENT_CAUSES = frozenset({"final_reply_timeout", "connection_lost", "malformed_reply"})
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from msgspec import UNSET, Struct
 
 from schemas.args.query import Conversation, SearchMail, Triage
@@ -10,7 +12,6 @@ from schemas.search import (
     SELECTION_NOTE,
     CompactSummary,
     ConversationPage,
-    MessageSummary,
     SearchFullPage,
     SearchPage,
     SummaryPage,
@@ -56,27 +57,9 @@ async def triage(app: AppContext, principal: Principal, args: Triage) -> Struct:
     """Search for unread OR flagged messages ANDed with the filters, with page-only counts."""
     query = search_query(args.search, "triage")
     page = await require_mailbox(app).search(query)
-    cursor = page.next_cursor if page.next_cursor is not None else UNSET
-    counts = page_counts(page.messages)
-    if args.detail == "full":
-        return TriagePage[MessageSummary](
-            folder=page.folder,
-            uid_validity=page.uid_validity,
-            messages=page.messages,
-            scanned_uids=page.scanned_uids,
-            order=page.order,
-            next_cursor=cursor,
-            page_counts=counts,
-            selection=SELECTION_NOTE,
-        )
-    return TriagePage[CompactSummary](
-        folder=page.folder,
-        uid_validity=page.uid_validity,
-        messages=_compact(page),
-        scanned_uids=page.scanned_uids,
-        order=page.order,
-        next_cursor=cursor,
-        page_counts=counts,
+    return TriagePage[Any](
+        **_hoisted(page, full=args.detail == "full"),
+        page_counts=page_counts(page.messages),
         selection=SELECTION_NOTE,
     )
 
@@ -85,25 +68,20 @@ async def conversation(app: AppContext, principal: Principal, args: Conversation
     """List the anchor folder's messages linked to the anchor's fixed Message-ID set."""
     query = conversation_query(args)
     page = await require_mailbox(app).conversation(query)
-    cursor = page.next_cursor if page.next_cursor is not None else UNSET
-    if args.detail == "full":
-        return ConversationPage[MessageSummary](
-            folder=page.folder,
-            uid_validity=page.uid_validity,
-            messages=page.messages,
-            scanned_uids=page.scanned_uids,
-            order=page.order,
-            next_cursor=cursor,
-            anchor=query.anchor,
-            coverage=COVERAGE_NOTE,
-        )
-    return ConversationPage[CompactSummary](
-        folder=page.folder,
-        uid_validity=page.uid_validity,
-        messages=_compact(page),
-        scanned_uids=page.scanned_uids,
-        order=page.order,
-        next_cursor=cursor,
+    return ConversationPage[Any](
+        **_hoisted(page, full=args.detail == "full"),
         anchor=query.anchor,
         coverage=COVERAGE_NOTE,
     )
+
+
+def _hoisted(page: SummaryPage, *, full: bool) -> dict[str, Any]:
+    """The page fields triage and conversation share: folder and UIDVALIDITY hoisted, rows."""
+    return {
+        "folder": page.folder,
+        "uid_validity": page.uid_validity,
+        "messages": page.messages if full else _compact(page),
+        "scanned_uids": page.scanned_uids,
+        "order": page.order,
+        "next_cursor": page.next_cursor if page.next_cursor is not None else UNSET,
+    }
