@@ -28,4 +28,4 @@ test:
 	exit $$rc
 
 demo: bootstrap
-	scripts/test-services run -- $(VENV)/angelos demo
+	ANGELOS_DEMO_SEND=1 scripts/test-services run -- $(VENV)/angelos demo
