@@ -17,13 +17,14 @@ import time
 from typing import Literal, Protocol
 
 import structlog
-from msgspec import Struct
 
 from ledger.chain import verified_events
 from ledger.lease import Lease
 from ledger.lifecycle import TERMINAL_STATES, Lifecycle, fold
 from ledger.outcomes import ClaimOutcome, Head, new_id
 from ledger.projection import project
+from ledger.run_writes import Closed, DispatchSettings, Run, RunWriter
+from ledger.smtp_events import finish, rejected, stage_of, status_of
 from ledger.store import LedgerStore, head_of
 from ledger.submitter import Submission, Submitter
 from schemas import errors
@@ -33,18 +34,14 @@ from schemas.ledger import (
     ConfirmRefused,
     DispatchAborted,
     DuplicateConfirm,
-    EventData,
-    LateOutcomeObserved,
     LedgerEntry,
     LedgerUnavailable,
     PreparedPayload,
     SentFilingFailed,
     SentFilingStarted,
     SentFilingSucceeded,
-    SmtpAccepted,
     SmtpAttemptStarted,
     SmtpCommitPoint,
-    SmtpOutcomeUnknown,
     SmtpRejected,
     decode_payload,
 )
@@ -57,7 +54,7 @@ from schemas.send import (
     ReplayResult,
     SendResult,
 )
-from schemas.submission import Envelope, MaybeSent, NotSent
+from schemas.submission import Envelope, NotSent
 
 log = structlog.get_logger("angelos.ledger.dispatch")
 GENERIC_REFUSAL = "prepared message missing, expired, or digest mismatch; nothing was sent"
@@ -69,22 +66,6 @@ IntegrityProblem = Literal[
     "digest_mismatch", "id_mismatch", "payload_hash_mismatch", "transport_mismatch",
     "expired_at_dispatch",
 ]  # fmt: skip
-
-
-class DispatchSettings(Struct, frozen=True, kw_only=True):
-    """Timing and durability knobs of sending.md §8.14 that the pipeline itself uses."""
-
-    tool_deadline_s: float = 90.0
-    dispatch_deadline_s: float = 780.0
-    termination_timeout_s: float = 600.0
-    outcome_persist_window_s: float = 600.0
-    sent_filing_timeout_s: float = 30.0
-    claim_to_attempt_s: float = 60.0
-    lease_fresh_s: float = 20.0
-    waitaof: bool = False
-    waitaof_replicas: int = 0
-    fsync_timeout_ms: int = 2000
-    fault_point: str = ""  # test builds only: "<point>[:exit|:stop]"
 
 
 class SentFiler(Protocol):
@@ -101,25 +82,6 @@ class Validator(Protocol):
     def __call__(self, envelope: Envelope, raw: bytes) -> None:
         """Raise NotSent(stage "validation") when the message must not be submitted."""
         ...
-
-
-class Closed(Exception):
-    """Recovery (or another writer) already closed this dispatch; replay what it recorded."""
-
-
-class Run:
-    """The state of one dispatch as it moves through the pipeline."""
-
-    def __init__(self, pid: str, owner: str, digest: str, append_sent: bool) -> None:
-        self.pid = pid
-        self.owner = owner
-        self.digest = digest
-        self.append_sent = append_sent
-        self.message_id = ""
-        self.head: Head | None = None
-        self.claimed_at = 0.0  # monotonic
-        self.claim_srv_ms = 0  # Redis time of the claim
-        self.warnings: list[str] = []
 
 
 class Dispatcher:
@@ -141,10 +103,10 @@ class Dispatcher:
         self.validate = validate
         self.filer = filer
         self.settings = settings
-        self.actor = f"dispatcher:{lease.dispatcher_id}"
-        self.api_actor = f"api:{instance_id}"
+        self.writes = RunWriter(
+            store, lease, settings, f"dispatcher:{lease.dispatcher_id}", f"api:{instance_id}"
+        )
         self._tasks: set[asyncio.Task[SendResult | ReplayResult]] = set()
-        self._background: set[asyncio.Task[None]] = set()
 
     async def confirm(
         self, pid: str, owner: str, digest: str, append_sent: bool
@@ -203,13 +165,13 @@ class Dispatcher:
         head = head_of(entries)
         assert head is not None
         if prepared.owner != run.owner:
-            self._annotate_later(run.pid, head, ConfirmRefused(reason="owner_mismatch"))
+            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="owner_mismatch"))
             raise errors.OperationFailed(GENERIC_REFUSAL)
         if prepared.digest != run.digest:
-            self._annotate_later(run.pid, head, ConfirmRefused(reason="digest_mismatch"))
+            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="digest_mismatch"))
             raise errors.OperationFailed(GENERIC_REFUSAL)
         if lifecycle.state == "PREPARED" and now >= prepared.expires_ms:
-            self._annotate_later(run.pid, head, ConfirmRefused(reason="expired"))
+            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="expired"))
             raise errors.OperationFailed(GENERIC_REFUSAL)
         return lifecycle
 
@@ -225,7 +187,7 @@ class Dispatcher:
             try:
                 return await self.store.claim(
                     run.pid, owner=run.owner, confirmed_digest=run.digest, head=head,
-                    claimed=claimed, actor=self.actor, eid=eid,
+                    claimed=claimed, actor=self.writes.actor, eid=eid,
                 )  # fmt: skip
             except LedgerUnavailable:
                 # The reply may be lost after the claim landed; the same eid then answers
@@ -238,16 +200,16 @@ class Dispatcher:
 
     async def _claim_refused(self, run: Run, head: Head, outcome: ClaimOutcome) -> SendResult:
         if outcome.result == "mismatch":
-            self._annotate_later(run.pid, head, ConfirmRefused(reason="digest_mismatch"))
+            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="digest_mismatch"))
         if outcome.result == "expired":
-            self._annotate_later(run.pid, head, ConfirmRefused(reason="expired"))
+            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="expired"))
         if outcome.result == "payload_missing":
             log.critical("send_ledger_integrity_alarm", pid=run.pid, problem="payload_missing")
-            self._annotate_later(run.pid, head, ConfirmRefused(reason="payload_missing"))
+            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="payload_missing"))
         if outcome.result == "ack_lost" and outcome.head is not None:
             # We own the claim but never received the payload: provably nothing was sent.
             run.head = outcome.head
-            await self._append(run, DispatchAborted(
+            await self.writes.append(run, DispatchAborted(
                 stage="not_attempted", reason="claim_ack_lost", network_contacted=False
             ))  # fmt: skip
             return self._answer(run, "rejected", "not_attempted", NOTHING_SENT_WARNING)
@@ -258,7 +220,9 @@ class Dispatcher:
         head = head_of(entries)
         assert head is not None
         if status.status in ("sending", "accepted", "rejected", "unknown"):
-            self._annotate_later(run.pid, head, DuplicateConfirm(observed_status=status.status))
+            self.writes.annotate_later(
+                run.pid, head, DuplicateConfirm(observed_status=status.status)
+            )
         return ReplayResult(status=status.status, message_id=run.message_id)
 
     # ------------------------------------------------------------------ after the claim
@@ -267,11 +231,11 @@ class Dispatcher:
         self, run: Run, blob: bytes, lifecycle: Lifecycle
     ) -> SendResult | ReplayResult:
         try:
-            if self.settings.waitaof and not await self._durable():
+            if self.settings.waitaof and not await self.writes.durable():
                 return await self._abort(run, "not_attempted", "durability_unconfirmed")
             payload, problem = self._integrity(run, blob, lifecycle)
             if payload is None:
-                await self._append(run, DispatchAborted(
+                await self.writes.append(run, DispatchAborted(
                     stage="integrity_validation", reason=problem, network_contacted=False
                 ))  # fmt: skip
                 raise errors.OperationFailed(
@@ -326,13 +290,13 @@ class Dispatcher:
             tls_mode=endpoint.tls_mode,  # type: ignore[arg-type]
             auth=endpoint.auth,  # type: ignore[arg-type]
         )
-        if not await self._append_before_network(run, marker):
+        if not await self.writes.append_before_network(run, marker):
             return await self._attempt_not_recorded(run)
         await self._fault("after_attempt_started")
         try:
             submission = await self.submitter.begin(envelope, payload.raw)
         except NotSent as exc:
-            await self._append(run, rejected(exc))
+            await self.writes.append(run, rejected(exc))
             return self._answer(run, "rejected", exc.stage)
         await self._fault("mid_body")
         return await self._commit(run, payload, submission)
@@ -349,10 +313,10 @@ class Dispatcher:
         if (
             not self.lease.fresh(self.settings.lease_fresh_s)
             or elapsed >= room
-            or not await self._append_before_network(run, point)
+            or not await self.writes.append_before_network(run, point)
         ):
             await submission.abort()
-            await self._append(run, SmtpRejected(
+            await self.writes.append(run, SmtpRejected(
                 stage="data", reply_code=0, enhanced_status="", network_contacted=True,
                 reason="aborted_before_terminator",
             ))  # fmt: skip
@@ -361,7 +325,7 @@ class Dispatcher:
         outcome = await finish(submission)
         await self._fault("after_terminator")
         status = status_of(outcome)
-        if not await self._persist_outcome(run, outcome):
+        if not await self.writes.persist_outcome(run, outcome):
             run.warnings.append(PERSISTENCE_WARNING)
             log.critical("send_outcome_not_recorded", pid=run.pid, outcome=status)
         if status == "accepted" and run.append_sent and PERSISTENCE_WARNING not in run.warnings:
@@ -374,7 +338,7 @@ class Dispatcher:
         if self.filer is None:
             return
         try:
-            await self._append(run, SentFilingStarted(mailbox_role="sent"))
+            await self.writes.append(run, SentFilingStarted(mailbox_role="sent"))
         except Closed:
             return
         await self._fault("after_filing_started")
@@ -385,37 +349,9 @@ class Dispatcher:
         except TimeoutError:
             result = SentFilingFailed(outcome="unknown", reason="timeout")
         with contextlib.suppress(Closed):
-            await self._append(run, result)
+            await self.writes.append(run, result)
         if isinstance(result, SentFilingFailed):
             run.warnings.append(SENT_COPY_WARNING)
-
-    # ------------------------------------------------------------------ ledger writes
-
-    async def _append(self, run: Run, data: EventData) -> None:
-        """Append a lifecycle event after the run's head; Closed when fencing says no."""
-        assert run.head is not None
-        eid = new_id()
-        for attempt in range(4):
-            try:
-                outcome = await self.store.append(
-                    run.pid, run.head, data, actor=self.actor, eid=eid
-                )
-            except LedgerUnavailable:
-                await asyncio.sleep(0.25 * (attempt + 1))
-                continue
-            if outcome.result in ("appended", "duplicate") and outcome.head is not None:
-                run.head = outcome.head
-                return
-            raise Closed()
-        raise errors.OperationFailed("the send ledger did not record the dispatch step")
-
-    async def _append_before_network(self, run: Run, data: EventData) -> bool:
-        """Append a marker that gates network work; False unless it is known durable."""
-        try:
-            await self._append(run, data)
-        except errors.OperationFailed:
-            return False
-        return not self.settings.waitaof or await self._durable()
 
     async def _attempt_not_recorded(self, run: Run) -> SendResult | ReplayResult:
         now, entries = await self.store.read(run.pid)
@@ -424,84 +360,21 @@ class Dispatcher:
             return await self._replay(run, entries, now)
         run.head = head
         if head.state == "ATTEMPTING":
-            await self._append(run, SmtpRejected(
+            await self.writes.append(run, SmtpRejected(
                 stage="not_attempted", reply_code=0, enhanced_status="",
                 network_contacted=False, reason="aborted_before_connect",
             ))  # fmt: skip
         else:
-            await self._append(run, DispatchAborted(
+            await self.writes.append(run, DispatchAborted(
                 stage="not_attempted", reason="attempt_record_failed", network_contacted=False
             ))  # fmt: skip
         return self._answer(run, "rejected", "not_attempted", NOTHING_SENT_WARNING)
 
     async def _abort(self, run: Run, stage: AbortStage, reason: AbortReason) -> SendResult:
-        await self._append(
+        await self.writes.append(
             run, DispatchAborted(stage=stage, reason=reason, network_contacted=False)
         )
         return self._answer(run, "rejected", stage, NOTHING_SENT_WARNING)
-
-    async def _persist_outcome(self, run: Run, outcome: EventData) -> bool:
-        """Record the terminal event, retrying the same eid while the lease is alive."""
-        assert run.head is not None
-        eid = new_id()
-        deadline = time.monotonic() + self.settings.outcome_persist_window_s
-        delay = 0.1
-        first = True
-        # One attempt always (a paused process learns here that recovery closed the dispatch);
-        # retries only while this process's lease shows it is alive.
-        while first or (
-            time.monotonic() < deadline and self.lease.fresh(self.settings.lease_fresh_s)
-        ):
-            first = False
-            try:
-                result = await self.store.append(
-                    run.pid, run.head, outcome, actor=self.actor, eid=eid
-                )
-            except LedgerUnavailable:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            if result.result in ("appended", "duplicate") and result.head is not None:
-                run.head = result.head
-                return True
-            await self._late_outcome(run, outcome)
-            return True
-        return False
-
-    async def _late_outcome(self, run: Run, outcome: EventData) -> None:
-        """Recovery closed the dispatch first: keep its verdict, annotate what we learned."""
-        status = status_of(outcome)
-        _, entries = await self.store.read(run.pid)
-        head = head_of(entries)
-        if head is None:
-            return
-        note = LateOutcomeObserved(
-            outcome=status,  # type: ignore[arg-type]
-            stage=stage_of(outcome),  # type: ignore[arg-type]
-            reply_code=getattr(outcome, "reply_code", 0),
-        )
-        await self._annotate(run.pid, head, note)
-        log.warning("late_outcome_observed", pid=run.pid, outcome=status)
-
-    async def _durable(self) -> bool:
-        try:
-            return await self.store.wait_durable(
-                replicas=self.settings.waitaof_replicas, timeout_ms=self.settings.fsync_timeout_ms
-            )
-        except errors.MailError:
-            return False
-
-    def _annotate_later(self, pid: str, head: Head, data: EventData) -> None:
-        """Write an annotation without delaying the answer; failures are only logged."""
-        task = asyncio.create_task(self._annotate(pid, head, data))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _annotate(self, pid: str, head: Head, data: EventData) -> None:
-        try:
-            await self.store.append(pid, head, data, actor=self.api_actor, eid=new_id())
-        except errors.MailError:
-            log.warning("annotation_not_recorded", pid=pid, type=data.TYPE)
 
     def _answer(self, run: Run, status: str, stage: str, *warnings: str) -> SendResult:
         return SendResult(
@@ -519,49 +392,3 @@ class Dispatcher:
         log.warning("fault_point_reached", point=point)
         os.kill(os.getpid(), signal.SIGSTOP if mode == "stop" else signal.SIGKILL)
         await asyncio.sleep(0)
-
-
-async def finish(submission: Submission) -> EventData:
-    """Write the terminator and classify the final reply into the terminal event."""
-    try:
-        reply = await submission.commit()
-    except NotSent as exc:
-        if exc.stage == "acknowledgement":
-            return rejected(exc)
-        # The connection was gone before the terminator left: provably not submitted.
-        return SmtpRejected(
-            stage="data", reply_code=0, enhanced_status="", network_contacted=True,
-            reason="aborted_before_terminator",
-        )  # fmt: skip
-    except MaybeSent as exc:
-        return SmtpOutcomeUnknown(stage="acknowledgement", cause=exc.cause)  # type: ignore[arg-type]
-    except (Exception, asyncio.CancelledError):
-        return SmtpOutcomeUnknown(stage="acknowledgement", cause="internal_error")
-    return SmtpAccepted(
-        stage="acknowledgement", reply_code=reply.code, enhanced_status=reply.enhanced_status
-    )
-
-
-def rejected(exc: NotSent) -> SmtpRejected:
-    """Translate a NotSent into its smtp_rejected event (no reply text, ever)."""
-    return SmtpRejected(
-        stage=exc.stage,  # type: ignore[arg-type]
-        reply_code=exc.reply_code,
-        enhanced_status=exc.enhanced_status,
-        network_contacted=exc.network_contacted,
-        reason=exc.reason,  # type: ignore[arg-type]
-    )
-
-
-def status_of(outcome: EventData) -> str:
-    """Map a terminal event to its public status."""
-    if isinstance(outcome, SmtpAccepted):
-        return "accepted"
-    if isinstance(outcome, SmtpRejected):
-        return "rejected"
-    return "unknown"
-
-
-def stage_of(outcome: EventData) -> str:
-    """Return the stage a terminal event records."""
-    return str(getattr(outcome, "stage", "acknowledgement"))

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 import structlog
 
-from ledger.dispatch import Dispatcher, DispatchSettings
+from ledger.dispatch import Dispatcher
 from ledger.embedded import EmbeddedError, EmbeddedRedis, start_embedded
 from ledger.lease import Lease
 from ledger.outcomes import LedgerSettings, new_id
+from ledger.run_writes import DispatchSettings
 from ledger.selfcheck import SelfCheckOptions, self_check
 from ledger.store import LedgerStore, connect
 from providers.mailbox import Mailbox

@@ -1,0 +1,55 @@
+"""The terminal ledger event a finished SMTP submission maps to (sending.md §8.8 step 9)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ledger.submitter import Submission
+from schemas.ledger import EventData, SmtpAccepted, SmtpOutcomeUnknown, SmtpRejected
+from schemas.submission import MaybeSent, NotSent
+
+
+async def finish(submission: Submission) -> EventData:
+    """Write the terminator and classify the final reply into the terminal event."""
+    try:
+        reply = await submission.commit()
+    except NotSent as exc:
+        if exc.stage == "acknowledgement":
+            return rejected(exc)
+        # The connection was gone before the terminator left: provably not submitted.
+        return SmtpRejected(
+            stage="data", reply_code=0, enhanced_status="", network_contacted=True,
+            reason="aborted_before_terminator",
+        )  # fmt: skip
+    except MaybeSent as exc:
+        return SmtpOutcomeUnknown(stage="acknowledgement", cause=exc.cause)  # type: ignore[arg-type]
+    except (Exception, asyncio.CancelledError):
+        return SmtpOutcomeUnknown(stage="acknowledgement", cause="internal_error")
+    return SmtpAccepted(
+        stage="acknowledgement", reply_code=reply.code, enhanced_status=reply.enhanced_status
+    )
+
+
+def rejected(exc: NotSent) -> SmtpRejected:
+    """Translate a NotSent into its smtp_rejected event (no reply text, ever)."""
+    return SmtpRejected(
+        stage=exc.stage,  # type: ignore[arg-type]
+        reply_code=exc.reply_code,
+        enhanced_status=exc.enhanced_status,
+        network_contacted=exc.network_contacted,
+        reason=exc.reason,  # type: ignore[arg-type]
+    )
+
+
+def status_of(outcome: EventData) -> str:
+    """Map a terminal event to its public status."""
+    if isinstance(outcome, SmtpAccepted):
+        return "accepted"
+    if isinstance(outcome, SmtpRejected):
+        return "rejected"
+    return "unknown"
+
+
+def stage_of(outcome: EventData) -> str:
+    """Return the stage a terminal event records."""
+    return str(getattr(outcome, "stage", "acknowledgement"))
