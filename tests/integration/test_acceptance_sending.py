@@ -306,6 +306,22 @@ class TestConfirmation:
         assert error is False and "accepted" == sent["status"], sent
         assert 1 == len(transactions(services.smtp_spool, rcpt=rcpt))
 
+    async def test_check_9_3_23_a_sent_copy_on_gmail_is_refused_before_the_claim(
+        self, services: Any
+    ) -> None:
+        # Only the refusal half: sending with append_sent false would contact the real Gmail.
+        settings = env(services, SMTP_HOST="smtp.gmail.com", MAIL_ENABLE_WRITES="1")
+        async with mcp_client(settings) as (client, app):
+            preview = await prepare(client, [fresh()])
+            pid = preview["prepared_id"]
+            error, body, _ = await confirm(client, pid, preview["digest"], append_sent=True)
+            projected = await status(client, pid)
+            types = await event_types(app, pid)
+        assert error is True, body
+        assert "append_sent=false" in body["error"], body
+        assert "prepared" == projected["status"]
+        assert ["prepared"] == types
+
     async def test_check_9_3_24_a_sent_copy_without_mail_write_is_a_step_up_before_the_claim(
         self, services: Any
     ) -> None:
