@@ -560,3 +560,43 @@ class TestSendStatus:
         assert "accepted" == body["status"], body
         assert set(observed) <= {"prepared", "sending", "accepted"}
         assert "sending" in observed
+
+
+class TestAuthConfigSendChecks:
+    """auth-config.md §9 checks 36 and 38 at the tool level (the stdio/in-process principal)."""
+
+    async def test_auth_check_36_confirm_without_mail_send_claims_and_sends_nothing(
+        self, services: Any
+    ) -> None:
+        rcpt = fresh()
+        settings = env(services)
+        async with mcp_client(settings) as (client, _):
+            preview = await prepare(client, [rcpt])
+        pid = preview["prepared_id"]
+        async with mcp_client(settings, scopes=("mail.read", "mail.write")) as (client, app):
+            app.resource_metadata_url = METADATA_URL  # as the HTTP transport sets it
+            error, body, meta = await confirm(client, pid, preview["digest"])
+            types = await event_types(app, pid)
+        assert error is True
+        assert "insufficient_scope" == body["error_code"], body
+        assert meta is not None and 'scope="mail.read mail.send"' in meta["mcp/www_authenticate"][0]
+        assert ["prepared"] == types
+        assert [] == transactions(services.smtp_spool, rcpt=rcpt)
+
+    async def test_auth_check_38_confirm_with_sending_off_is_deployment_disabled(
+        self, services: Any
+    ) -> None:
+        rcpt = fresh()
+        settings = env(services)
+        async with mcp_client(settings) as (client, _):
+            preview = await prepare(client, [rcpt])
+        pid = preview["prepared_id"]
+        async with mcp_client({**settings, "MAIL_ENABLE_SEND": "0"}) as (client, app):
+            error, body, meta = await confirm(client, pid, preview["digest"])
+            types = await event_types(app, pid)
+        assert error is True
+        assert "deployment_disabled" == body["error_code"], body
+        assert "durable send store" in body["error"], body
+        assert "mcp/www_authenticate" not in (meta or {})
+        assert ["prepared"] == types
+        assert [] == transactions(services.smtp_spool, rcpt=rcpt)
