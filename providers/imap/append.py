@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from providers.imap import codec
+from providers.imap import responses
 from providers.imap.discovery import list_folders, special_folders
 from providers.imap.session import ImapSession
 from providers.mailbox import Appended
@@ -27,7 +27,7 @@ async def append_to_role(
         raise UnsupportedOperation("the message is empty or larger than 5 MiB")
     folder = await unique_role_folder(session, role)
     response = await session.append(folder, raw, flags=flags)
-    mapping = codec.parse_appenduid(response)
+    mapping = responses.parse_appenduid(response)
     if mapping is None or len(mapping.uids) != 1:
         return Appended(folder)
     return Appended(folder, mapping.uid_validity, mapping.uids[0])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from providers.imap import codec
+from providers.imap import codec, responses
 from providers.imap.codec import Arg
 from providers.imap.cursor import (
     CONVERSATION_FORMAT,
@@ -196,7 +196,7 @@ async def fetch_link_sections(
     sections: dict[int, LinkSection | None] = {}
     for attrs in parse_fetch(response):
         uid = attrs.get("UID")
-        if not (isinstance(uid, codec.Atom) and uid.isdigit() and int(uid) in wanted):
+        if not (isinstance(uid, responses.Atom) and uid.isdigit() and int(uid) in wanted):
             continue
         section = body_section(attrs, "BODY[")
         if section is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from providers.imap import codec
+from providers.imap import codec, responses
 from providers.imap.session import ImapSession
 from providers.imap.settings import ImapSettings
 from schemas.errors import SafetyLimit
@@ -22,10 +22,10 @@ async def list_folders(session: ImapSession) -> list[Folder]:
     if "SPECIAL-USE" in session.capabilities:
         args += [codec.atom("RETURN"), codec.raw("(SPECIAL-USE)")]
     response = await session.command("LIST", *args)
-    found = codec.list_responses(response)
+    found = responses.list_responses(response)
     if len(found) > MAX_FOLDERS:
         raise SafetyLimit(f"the server lists more than {MAX_FOLDERS} folders")
-    return [codec.parse_list_response(segments) for segments in found]
+    return [responses.parse_list_response(segments) for segments in found]
 
 
 def special_folders(folders: Iterable[Folder]) -> dict[str, list[str]]:

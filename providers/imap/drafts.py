@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from providers.imap import codec
+from providers.imap import responses
 from providers.imap.append import MAX_APPEND_BYTES, unique_role_folder
 from providers.imap.session import ImapSession
 from providers.mailbox import Appended
@@ -36,7 +36,7 @@ async def append_draft(session: ImapSession, raw: bytes, folder: str | None) -> 
     target = folder or await unique_role_folder(session, "drafts")
     with outcome_on_error(MutationResult(status="unknown")):
         response = await session.append(target, raw, flags=DRAFT_FLAGS)
-        mapping = codec.parse_appenduid(response)
+        mapping = responses.parse_appenduid(response)
     if mapping is None or len(mapping.uids) != 1:
         return Appended(target)
     return Appended(target, mapping.uid_validity, mapping.uids[0])

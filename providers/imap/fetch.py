@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from providers.imap import codec
-from providers.imap.codec import Atom, ImapResponse, Token
+from providers.imap import codec, responses
+from providers.imap.responses import Atom, ImapResponse, Token
 from providers.imap.session import ImapSession
 from providers.mailbox import RAW_PREFIX, RawMessage
 from schemas.errors import NotFound, SafetyLimit, ServiceUnavailable, StaleReference
@@ -19,8 +19,8 @@ FetchAttrs = dict[str, Token]
 def parse_fetch(response: ImapResponse) -> list[FetchAttrs]:
     """Turn the untagged FETCH responses into attribute maps keyed by upper-cased item name."""
     messages: list[FetchAttrs] = []
-    for group in codec.group_responses(response.lines):
-        tokens = codec.tokenize(group)
+    for group in responses.group_responses(response.lines):
+        tokens = responses.tokenize(group)
         if len(tokens) < 3 or not isinstance(tokens[1], Atom) or tokens[1].upper() != "FETCH":
             continue
         items = tokens[2]
@@ -56,7 +56,8 @@ def flags(attrs: FetchAttrs) -> list[str]:
     value = attrs.get("FLAGS")
     if not isinstance(value, list):
         return []
-    cleaned = (codec.clean_text(codec.as_text(f), MAX_FLAG_BYTES) for f in value if f is not None)
+    texts = (responses.as_text(f) for f in value if f is not None)
+    cleaned = (codec.clean_text(text, MAX_FLAG_BYTES) for text in texts)
     return bound_flags([f for f in cleaned if f])
 
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from aioimaplib import aioimaplib as _aio
 
-from providers.imap import codec
-from providers.imap.codec import Arg, ImapResponse, SelectResult, StatusResult
+from providers.imap import codec, responses
+from providers.imap.codec import Arg
+from providers.imap.responses import ImapResponse, SelectResult, StatusResult
 from schemas.errors import (
     InvalidArguments,
     OutcomeUnknown,
@@ -207,9 +208,9 @@ class ImapSession:
         if word.upper() != b"OK":  # BYE, or PREAUTH without the LOGIN we are configured for
             self._break()
             raise ServiceUnavailable("the IMAP server refused the connection")
-        code = codec.response_code(rest)
+        code = responses.response_code(rest)
         if code is not None and code[0] == "CAPABILITY":
-            self._set_capabilities(codec.parse_capability_atoms(code[1]))
+            self._set_capabilities(responses.parse_capability_atoms(code[1]))
         else:
             await self._refresh_capabilities()
 
@@ -233,7 +234,7 @@ class ImapSession:
             self._break()
             raise ServiceUnavailable()
         self._wire.state = _aio.AUTH
-        atoms = codec.capabilities_in(response)
+        atoms = responses.capabilities_in(response)
         if atoms is None:
             await self._refresh_capabilities()
         else:
@@ -241,7 +242,7 @@ class ImapSession:
 
     async def _refresh_capabilities(self) -> None:
         response = await self._run(self._make("CAPABILITY", ()))
-        atoms = codec.capabilities_in(response) if response.ok else None
+        atoms = responses.capabilities_in(response) if response.ok else None
         if atoms is None:
             self._break()
             raise ServiceUnavailable("the IMAP server sent no capabilities")
@@ -299,13 +300,13 @@ class ImapSession:
     async def uid_search(self, *criteria: Arg) -> list[int]:
         """UID SEARCH with the given criteria (no CHARSET argument); return the UIDs."""
         response = await self._command("SEARCH", criteria, uid=True)
-        return codec.parse_search(response)
+        return responses.parse_search(response)
 
     async def status(self, mailbox: str, items: Sequence[str]) -> StatusResult:
         """STATUS `mailbox` for the given item names (MESSAGES, UIDNEXT, UIDVALIDITY, ...)."""
         wanted = codec.raw("(" + " ".join(codec.atom(i) for i in items) + ")")
         response = await self._command("STATUS", (codec.mailbox_arg(mailbox), wanted))
-        return codec.parse_status(response)
+        return responses.parse_status(response)
 
     async def examine(self, mailbox: str) -> SelectResult:
         """Open `mailbox` read-only (EXAMINE, with CONDSTORE when advertised)."""
@@ -326,7 +327,7 @@ class ImapSession:
             self._wire.state = _aio.AUTH  # a failed SELECT leaves nothing selected (RFC 3501)
             raise ServiceUnavailable(f"the IMAP server refused {name}")
         self._wire.state = _aio.SELECTED
-        result = codec.parse_select(response)
+        result = responses.parse_select(response)
         self.selected = result
         self.selected_name = mailbox
         return result

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from providers.imap import codec
+from providers.imap import codec, responses
 from providers.imap.fetch import (
     FetchAttrs,
     body_section,
@@ -53,7 +53,7 @@ async def fetch_summaries(
     merged: dict[int, FetchAttrs] = {}
     for attrs in parse_fetch(response):
         token = attrs.get("UID")
-        if isinstance(token, codec.Atom) and token.isdigit():
+        if isinstance(token, responses.Atom) and token.isdigit():
             # An unsolicited flag update for the same UID may arrive as its own response.
             merged.setdefault(int(token), {}).update(attrs)
     summaries = []
@@ -91,7 +91,8 @@ def summary_flags(attrs: FetchAttrs) -> list[str]:
     value = attrs.get("FLAGS")
     if not isinstance(value, list):
         return []
-    cleaned = (codec.clean_text(codec.as_text(f), MAX_FLAG_BYTES) for f in value if f is not None)
+    texts = (responses.as_text(f) for f in value if f is not None)
+    cleaned = (codec.clean_text(text, MAX_FLAG_BYTES) for text in texts)
     return bound_flags([f for f in cleaned if f])
 
 

@@ -8,11 +8,11 @@ caller must verify. MOVE is only ever the server's own command (auth-config §6.
 
 from __future__ import annotations
 
-from providers.imap import codec
+from providers.imap import codec, responses
 from providers.imap.append import unique_role_folder
-from providers.imap.codec import Atom, ImapResponse, SelectResult
 from providers.imap.fetch import FetchAttrs, parse_fetch
 from providers.imap.pool import ImapPool
+from providers.imap.responses import Atom, ImapResponse, SelectResult
 from providers.imap.session import ImapSession
 from schemas.errors import (
     InvalidArguments,
@@ -74,7 +74,7 @@ def flag_names(attrs: FetchAttrs) -> list[str]:
     value = attrs.get("FLAGS")
     if not isinstance(value, list):
         return []
-    return [codec.as_text(flag) for flag in value if flag is not None]
+    return [responses.as_text(flag) for flag in value if flag is not None]
 
 
 def single_copyuid(response: ImapResponse, uid: int) -> tuple[int, int] | None:
@@ -83,7 +83,7 @@ def single_copyuid(response: ImapResponse, uid: int) -> tuple[int, int] | None:
     UID ranges are never expanded: only a single exact source and destination UID count.
     """
     try:
-        args = codec.find_code(response, "COPYUID")
+        args = responses.find_code(response, "COPYUID")
     except MailError:  # an unreadable code after the server's OK: no usable mapping
         return None
     if args is None or len(args) != 3:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from providers.imap import codec, fetch
-from providers.imap.codec import SelectResult
+from providers.imap import codec, fetch, responses
 from providers.imap.fetch import FetchAttrs
 from providers.imap.pool import ImapPool
+from providers.imap.responses import SelectResult
 from providers.imap.session import ImapSession
 from providers.imap.write import fetch_state, flag_names, message_attrs, select_for_write, snapshot
 from schemas.errors import Conflict, MailError, UnsupportedOperation
@@ -77,7 +77,7 @@ async def store_flags(
     with outcome_on_error(sent_outcome):
         response = await session.command("STORE", *args, uid=True)
     try:
-        modified = codec.find_code(response, "MODIFIED")
+        modified = responses.find_code(response, "MODIFIED")
         attrs = message_attrs(response, uid)
     except MailError:
         raise Conflict("the server's answer to the flag change could not be read") from None

@@ -13,7 +13,7 @@ from support.counting_proxy import CountingProxy
 from support.imap import dovecot_login_count, wait_for_login_count
 from support.services import Services
 
-from providers.imap import codec
+from providers.imap import codec, responses
 from providers.imap.connect import connect
 from providers.imap.discovery import list_folders
 from providers.imap.mailbox import ImapMailbox
@@ -117,7 +117,7 @@ class TestCommands:
         await session.command("CREATE", codec.mailbox_arg(folder))
         try:
             message = b"Subject: hi\r\nMessage-ID: <x@example.test>\r\n\r\nbody\r\n"
-            appended = codec.parse_appenduid(
+            appended = responses.parse_appenduid(
                 await session.append(folder, message, flags=["\\Seen"])
             )
             selected = await session.examine(folder)
@@ -140,7 +140,7 @@ class TestCommands:
             await session.examine(folder)
             uids = await session.uid_search(codec.atom("ALL"))
             response = await session.uid_fetch(uids, codec.raw("(UID FLAGS)"))
-            fetched = [g for g in codec.group_responses(response.lines) if b" FETCH " in g[0]]
+            fetched = [g for g in responses.group_responses(response.lines) if b" FETCH " in g[0]]
             assert len(uids) == 1001
             assert len(fetched) == 1001
         finally:

@@ -20,7 +20,7 @@ from support.imap import quote_mailbox
 from support.query_harness import Mcp, mcp, proxy
 from support.services import Services
 
-from providers.imap import codec
+from providers.imap import codec, responses
 from providers.imap.mailbox import ImapMailbox
 from providers.imap.settings import ImapSettings
 from schemas.search import SearchQuery
@@ -194,7 +194,8 @@ class TestTwentyThousandMessages:
         async with provider.pool.session() as session:
             await session.examine(big)
             response = await session.uid_fetch(range(1, SIZE + 1), codec.raw("(UID FLAGS)"))
-        assert SIZE == sum(1 for g in codec.group_responses(response.lines) if b" FETCH " in g[0])
+        groups = responses.group_responses(response.lines)
+        assert SIZE == sum(1 for g in groups if b" FETCH " in g[0])
 
 
 class TestMeasured:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from providers.imap import codec
-from providers.imap.codec import ImapResponse
+from providers.imap import codec, responses
+from providers.imap.responses import ImapResponse
 from schemas.errors import InvalidArguments, SafetyLimit, ServiceUnavailable
 from schemas.mailbox import Folder
 
@@ -61,7 +61,7 @@ class TestArguments:
     @given(line_safe_text)
     def test_quoted_strings_round_trip_through_the_tokenizer(self, value: str) -> None:
         quoted = codec.quote(value)
-        assert [value.encode("utf-8")] == codec.tokenize([quoted.encode("utf-8")])
+        assert [value.encode("utf-8")] == responses.tokenize([quoted.encode("utf-8")])
 
     @pytest.mark.parametrize("bad", ["a\rb", "a\nb", "a\x00b", "\r\n"])
     def test_cr_lf_and_nul_are_invalid_arguments(self, bad: str) -> None:
@@ -123,27 +123,27 @@ class TestArguments:
 
 class TestTokenizer:
     def test_lists_strings_atoms_nil_and_literals(self) -> None:
-        tokens = codec.tokenize([b"1 FETCH (FLAGS (\\Seen) X NIL BODY[] {5}", b"a)b\r\n", b")"])
+        tokens = responses.tokenize([b"1 FETCH (FLAGS (\\Seen) X NIL BODY[] {5}", b"a)b\r\n", b")"])
         assert tokens == ["1", "FETCH", ["FLAGS", ["\\Seen"], "X", None, "BODY[]", b"a)b\r\n"]]
 
     def test_brackets_keep_their_spaces_inside_the_atom(self) -> None:
-        tokens = codec.tokenize([b"(BODY[HEADER.FIELDS (SUBJECT DATE)] {3}", b"abc", b")"])
+        tokens = responses.tokenize([b"(BODY[HEADER.FIELDS (SUBJECT DATE)] {3}", b"abc", b")"])
         assert tokens == [["BODY[HEADER.FIELDS (SUBJECT DATE)]", b"abc"]]
 
     @pytest.mark.parametrize("bad", [b"(a", b"a)", b'"open'])
     def test_unbalanced_input_is_malformed(self, bad: bytes) -> None:
         with pytest.raises(ServiceUnavailable):
-            codec.tokenize([bad])
+            responses.tokenize([bad])
 
     def test_a_literal_at_the_end_of_a_response_has_no_continuation(self) -> None:
         lines = [b'LIST () "/" {5}', b'ab"cd', b'LIST () "/" INBOX']
-        assert [[lines[0], lines[1], b""], [lines[2]]] == codec.group_responses(lines)
+        assert [[lines[0], lines[1], b""], [lines[2]]] == responses.group_responses(lines)
 
 
 class TestList:
     def _folders(self, *lines: bytes) -> list[Folder]:
         response = ImapResponse(status="OK", text=b"List completed", lines=list(lines))
-        return [codec.parse_list_response(g) for g in codec.list_responses(response)]
+        return [responses.parse_list_response(g) for g in responses.list_responses(response)]
 
     def test_quoted_literal_and_atom_names_are_decoded(self) -> None:
         folders = self._folders(
@@ -174,22 +174,22 @@ class TestList:
 class TestResponseCodes:
     def test_appenduid(self) -> None:
         response = ImapResponse("OK", b"[APPENDUID 1796034106 7] Append completed.")
-        assert codec.AppendUid(1796034106, [7]) == codec.parse_appenduid(response)
+        assert responses.AppendUid(1796034106, [7]) == responses.parse_appenduid(response)
 
     def test_copyuid_from_an_untagged_ok_keeps_the_pairing_order(self) -> None:
         response = ImapResponse(
             "OK", b"Move completed.", [b"OK [COPYUID 9 1:3 7,9,8] Moved UIDs.", b"VANISHED 1:3"]
         )
-        assert codec.CopyUid(9, [1, 2, 3], [7, 9, 8]) == codec.parse_copyuid(response)
+        assert responses.CopyUid(9, [1, 2, 3], [7, 9, 8]) == responses.parse_copyuid(response)
 
     def test_copyuid_with_unequal_sets_is_malformed(self) -> None:
         with pytest.raises(ServiceUnavailable):
-            codec.parse_copyuid(ImapResponse("OK", b"[COPYUID 9 1:3 7] Done"))
+            responses.parse_copyuid(ImapResponse("OK", b"[COPYUID 9 1:3 7] Done"))
 
     def test_modified_set(self) -> None:
         response = ImapResponse("OK", b"[MODIFIED 1,3] Conditional store failed")
-        assert codec.parse_modified(response) == [1, 3]
-        assert codec.parse_modified(ImapResponse("OK", b"Store completed")) is None
+        assert responses.parse_modified(response) == [1, 3]
+        assert responses.parse_modified(ImapResponse("OK", b"Store completed")) is None
 
     def test_huge_uid_sets_from_a_server_hit_the_safety_limit(self) -> None:
         with pytest.raises(SafetyLimit):
@@ -198,9 +198,9 @@ class TestResponseCodes:
     def test_capabilities_from_the_tagged_code_or_an_untagged_line(self) -> None:
         tagged = ImapResponse("OK", b"[CAPABILITY IMAP4rev1 MOVE LITERAL+] Logged in")
         untagged = ImapResponse("OK", b"done", [b"CAPABILITY IMAP4rev1 UIDPLUS"])
-        assert codec.capabilities_in(tagged) == ["IMAP4rev1", "MOVE", "LITERAL+"]
-        assert codec.capabilities_in(untagged) == ["IMAP4rev1", "UIDPLUS"]
-        assert codec.capabilities_in(ImapResponse("OK", b"Logged in")) is None
+        assert responses.capabilities_in(tagged) == ["IMAP4rev1", "MOVE", "LITERAL+"]
+        assert responses.capabilities_in(untagged) == ["IMAP4rev1", "UIDPLUS"]
+        assert responses.capabilities_in(ImapResponse("OK", b"Logged in")) is None
 
 
 class TestSelectAndStatus:
@@ -219,9 +219,9 @@ class TestSelectAndStatus:
     )
 
     def test_examine_reports_uidvalidity_uidnext_modseq_flags_and_mode(self) -> None:
-        result = codec.parse_select(self.EXAMINE)
+        result = responses.parse_select(self.EXAMINE)
         assert (
-            codec.SelectResult(
+            responses.SelectResult(
                 uid_validity=1796034106,
                 uid_next=4,
                 exists=3,
@@ -236,20 +236,20 @@ class TestSelectAndStatus:
     def test_select_without_uidvalidity_is_unusable(self) -> None:
         response = ImapResponse("OK", b"[READ-WRITE] ok", [b"3 EXISTS", b"OK [UIDNEXT 4] x"])
         with pytest.raises(ServiceUnavailable):
-            codec.parse_select(response)
+            responses.parse_select(response)
 
     def test_status_of_an_encoded_name(self) -> None:
         response = ImapResponse(
             "OK", b"ok", [b'STATUS "Caf&AOk-" (MESSAGES 2 UIDNEXT 9 UIDVALIDITY 17)']
         )
-        assert codec.StatusResult(
+        assert responses.StatusResult(
             "Café", {"MESSAGES": 2, "UIDNEXT": 9, "UIDVALIDITY": 17}
-        ) == codec.parse_status(response)
+        ) == responses.parse_status(response)
 
     def test_search_numbers_skip_the_modseq_suffix(self) -> None:
         response = ImapResponse("OK", b"ok", [b"SEARCH 2 5 9 (MODSEQ 917162500)"])
-        assert codec.parse_search(response) == [2, 5, 9]
-        assert codec.parse_search(ImapResponse("OK", b"ok", [b"SEARCH"])) == []
+        assert responses.parse_search(response) == [2, 5, 9]
+        assert responses.parse_search(ImapResponse("OK", b"ok", [b"SEARCH"])) == []
 
 
 class TestCleanText:

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import msgspec
 import pytest
 
-from providers.imap.codec import ImapResponse
 from providers.imap.fetch import parse_fetch
+from providers.imap.responses import ImapResponse
 from providers.imap.summaries import rfc3339, summarize
 from schemas.mailbox import Reference
 from schemas.messages import Address

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from providers.imap.codec import ImapResponse
+from providers.imap.responses import ImapResponse
 from providers.imap.write import flag_names, message_attrs, single_copyuid
 from providers.imap.write_flags import permits, postcondition_met
 
