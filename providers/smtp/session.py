@@ -104,8 +104,8 @@ async def _dial(answers: list[tuple[int, SockAddr]], timeout_s: float) -> socket
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
             sock = await dial(answers)
-    if sock is None:
-        raise NotSent("connection", "connect_failed")
+    if sock is None:  # no connection was ever established: nothing reached the server
+        raise NotSent("connection", "connect_failed", network_contacted=False)
     return sock
 
 

@@ -105,7 +105,14 @@ class SendConfirmed(Struct, forbid_unknown_fields=True):
 
     def __post_init__(self) -> None:
         rules.check_hex(self.prepared_id, 32, "prepared_id")
-        rules.check_hex(self.confirmed_digest, 64, "confirmed_digest")
+        # Only the shape is checked here: a digest that is well formed but not the one that was
+        # prepared (another digit, or upper case) is the ledger's generic refusal (check 20).
+        if (
+            len(self.confirmed_digest) != 64
+            or not self.confirmed_digest.isascii()
+            or not all(ch in "0123456789abcdefABCDEF" for ch in self.confirmed_digest)
+        ):
+            raise ValueError("confirmed_digest must be the 64 hex characters of the preview digest")
 
 
 DeleteArgs = Ref

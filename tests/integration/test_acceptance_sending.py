@@ -251,15 +251,7 @@ class TestConfirmation:
         "change",
         [
             "one_digit",
-            pytest.param(
-                "upper_case",
-                marks=pytest.mark.xfail(
-                    strict=True,
-                    reason="an upper-case confirmed_digest is refused at argument decoding as "
-                    "invalid_arguments (Hex64 pattern), not with the generic operation_failed "
-                    "error check 20 asks for; retry_safe is false and nothing is claimed",
-                ),
-            ),
+            "upper_case",
         ],
     )
     async def test_check_9_3_20_a_wrong_digest_is_refused_and_the_right_one_still_sends(
@@ -374,11 +366,6 @@ class TestConfirmation:
 
 
 class TestSmtpFaults:
-    @pytest.mark.xfail(
-        strict=True,
-        reason="a refused TCP connection is recorded as smtp_rejected connection/connect_failed "
-        "with network_contacted true; check 26 requires network_contacted false",
-    )
     async def test_check_9_4_26_a_refused_connection_is_rejected_at_connection(
         self, services: Any
     ) -> None:
