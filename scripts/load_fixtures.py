@@ -10,7 +10,6 @@ usage: load_fixtures.py --host localhost --port PORT --ca CA.crt --user U --pass
 from __future__ import annotations
 
 import argparse
-import base64
 import imaplib
 import json
 import ssl
@@ -20,32 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-def utf7_imap(name: str) -> str:
-    """Encode a mailbox name in IMAP modified UTF-7 (RFC 3501 §5.1.3)."""
-    out: list[str] = []
-    pending: list[str] = []
-
-    def flush() -> None:
-        if pending:
-            raw = "".join(pending).encode("utf-16-be")
-            out.append("&" + base64.b64encode(raw).decode().rstrip("=").replace("/", ",") + "-")
-            pending.clear()
-
-    for ch in name:
-        if 0x20 <= ord(ch) <= 0x7E:
-            flush()
-            out.append("&-" if ch == "&" else ch)
-        else:
-            pending.append(ch)
-    flush()
-    return "".join(out)
-
-
-def quoted(name: str) -> str:
-    """An IMAP quoted string for a mailbox name (modified UTF-7 first)."""
-    encoded = utf7_imap(name)
-    return '"' + encoded.replace("\\", "\\\\").replace('"', '\\"') + '"'
+from support.mailbox_names import quote_mailbox
 
 
 def check(result: tuple[str, Any], what: str) -> Any:
@@ -63,21 +39,21 @@ def load(args: argparse.Namespace) -> None:
     try:
         check(imap.login(args.user, args.password), "LOGIN")
         for folder in manifest["create_folders"]:
-            status, data = imap.create(quoted(folder))
+            status, data = imap.create(quote_mailbox(folder))
             if status != "OK" and b"ALREADYEXISTS" not in b" ".join(data):
                 raise SystemExit(f"load_fixtures: CREATE {folder!r} failed: {data!r}")
-            check(imap.subscribe(quoted(folder)), f"SUBSCRIBE {folder!r}")
+            check(imap.subscribe(quote_mailbox(folder)), f"SUBSCRIBE {folder!r}")
         for entry in manifest["messages"]:
             message = (root / entry["file"]).read_bytes()
             flags = "(" + " ".join(entry["flags"]) + ")" if entry["flags"] else None
             when = datetime.fromisoformat(entry["internal_date"])
             check(
-                imap.append(quoted(entry["folder"]), flags, when, message),
+                imap.append(quote_mailbox(entry["folder"]), flags, when, message),
                 f"APPEND {entry['file']}",
             )
         expected = Counter(entry["folder"] for entry in manifest["messages"])
         for folder, count in sorted(expected.items()):
-            data = check(imap.status(quoted(folder), "(MESSAGES)"), f"STATUS {folder!r}")
+            data = check(imap.status(quote_mailbox(folder), "(MESSAGES)"), f"STATUS {folder!r}")
             got = int(data[0].rsplit(b"MESSAGES ", 1)[1].split(b")")[0])
             if got != count:
                 raise SystemExit(f"load_fixtures: {folder!r} has {got} messages, want {count}")

@@ -7,7 +7,6 @@ aioimaplib neither quotes nor encodes arguments and does not parse APPENDUID (no
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import os
 import re
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import aioimaplib
 
+from support.mailbox_names import quote_mailbox
 from support.services import Services
 
 APPENDUID_RE = re.compile(rb"\[APPENDUID (\d+) (\d+)\]")
@@ -44,33 +44,6 @@ class AppendResult:
     folder: str
     uidvalidity: int
     uids: list[int]
-
-
-def encode_mailbox(name: str) -> str:
-    """IMAP modified UTF-7 (RFC 3501 §5.1.3) of a mailbox name."""
-    out: list[str] = []
-    pending: list[str] = []
-
-    def flush() -> None:
-        if pending:
-            raw = "".join(pending).encode("utf-16-be")
-            out.append("&" + base64.b64encode(raw).decode().rstrip("=").replace("/", ",") + "-")
-            pending.clear()
-
-    for ch in name:
-        if 0x20 <= ord(ch) <= 0x7E:
-            flush()
-            out.append("&-" if ch == "&" else ch)
-        else:
-            pending.append(ch)
-    flush()
-    return "".join(out)
-
-
-def quote_mailbox(name: str) -> str:
-    """The mailbox name as a quoted IMAP string, ready to pass to aioimaplib."""
-    encoded = encode_mailbox(name)
-    return '"' + encoded.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def ok(response: aioimaplib.Response, what: str) -> aioimaplib.Response:
