@@ -40,15 +40,14 @@ from ledger.keys import LedgerKeys
 from ledger.outcomes import LedgerSettings, new_id
 from ledger.recovery import Recoverer
 from ledger.store import LedgerStore, connect
-from schemas.ledger import (
+from schemas.ledger import Event, encode_event
+from schemas.ledger_events import (
     Claimed,
-    Event,
     EventData,
     Prepared,
     SmtpAccepted,
     SmtpAttemptStarted,
     SmtpCommitPoint,
-    encode_event,
 )
 
 OWNER = "a1" * 32

@@ -26,15 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ledger.chain import event_hash
 from ledger.outcomes import Head, LedgerSettings, new_id
 from ledger.store import LedgerStore, connect
-from schemas.ledger import (
-    Claimed,
-    Event,
-    PreparedPayload,
-    SmtpAccepted,
-    SmtpAttemptStarted,
-    SmtpCommitPoint,
-    encode_event,
-)
+from schemas.ledger import Event, PreparedPayload, encode_event
+from schemas.ledger_events import Claimed, SmtpAccepted, SmtpAttemptStarted, SmtpCommitPoint
 
 OWNER = "a1" * 32
 DIGEST = "d4" * 32

@@ -18,12 +18,10 @@ from ledger.chain import DEFAULT_SKEW_MS, chain_problems, verified_events
 from ledger.lifecycle import Lifecycle, advance
 from ledger.projection import public_status
 from schemas.errors import MailError
-from schemas.ledger import (
+from schemas.ledger import Event, InvalidTransition, LedgerEntry
+from schemas.ledger_events import (
     ANNOTATION_TYPES,
     Claimed,
-    Event,
-    InvalidTransition,
-    LedgerEntry,
     Prepared,
     RecoveryClassified,
     SentFilingFailed,

@@ -19,7 +19,8 @@ from msgspec import Struct
 from redis.exceptions import NoScriptError
 
 from ledger.keys import LedgerKeys
-from schemas.ledger import MAX_ENTRIES, LedgerEntry, LedgerUnavailable
+from schemas.ledger import LedgerEntry, LedgerUnavailable
+from schemas.ledger_events import MAX_ENTRIES
 
 # Per entry: one header of 4-byte big-endian lengths (the ID, then each wanted field, with
 # 0xFFFFFFFF for an absent field), followed by those strings. ARGV: count, start, end, fields...

@@ -10,14 +10,13 @@ from msgspec import Struct
 from ledger.audit import StreamAudit
 from ledger.lifecycle import Lifecycle, advance
 from schemas.errors import MailError
-from schemas.ledger import (
+from schemas.ledger import Event, LedgerEntry, decode_event
+from schemas.ledger_events import (
     Claimed,
     DispatchAborted,
     DuplicateConfirm,
-    Event,
     EventData,
     LateOutcomeObserved,
-    LedgerEntry,
     Prepared,
     RecoveryClassified,
     SentFilingFailed,
@@ -27,7 +26,6 @@ from schemas.ledger import (
     SmtpCommitPoint,
     SmtpOutcomeUnknown,
     SmtpRejected,
-    decode_event,
 )
 
 

@@ -9,14 +9,8 @@ from typing import Final
 
 from msgspec import Struct, UnsetType
 
-from schemas.ledger import (
-    MAX_ENTRIES,
-    Event,
-    EventRejected,
-    LedgerCorrupt,
-    LedgerEntry,
-    decode_event,
-)
+from schemas.ledger import Event, EventRejected, LedgerCorrupt, LedgerEntry, decode_event
+from schemas.ledger_events import MAX_ENTRIES
 
 GENESIS_DOMAIN: Final = b"angelos/send-ledger/v1/genesis\n"
 HASH_DOMAIN: Final = b"angelos/send-ledger/v1\n"

@@ -29,21 +29,18 @@ from ledger.store import LedgerStore, head_of
 from ledger.submitter import Submission, Submitter
 from schemas import errors
 from schemas.digest import approval_digest
-from schemas.ledger import (
+from schemas.ledger import LedgerEntry, LedgerUnavailable, PreparedPayload, decode_payload
+from schemas.ledger_events import (
     Claimed,
     ConfirmRefused,
     DispatchAborted,
     DuplicateConfirm,
-    LedgerEntry,
-    LedgerUnavailable,
-    PreparedPayload,
     SentFilingFailed,
     SentFilingStarted,
     SentFilingSucceeded,
     SmtpAttemptStarted,
     SmtpCommitPoint,
     SmtpRejected,
-    decode_payload,
 )
 from schemas.send import (
     NOTHING_SENT_WARNING,

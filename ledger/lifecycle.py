@@ -12,13 +12,12 @@ from typing import Final, Literal, get_args
 import msgspec
 from msgspec import Struct
 
-from schemas.ledger import (
+from schemas.ledger import Event, InvalidTransition
+from schemas.ledger_events import (
     ANNOTATION_TYPES,
     DISPATCH_TERMINAL_TYPES,
     Claimed,
-    Event,
     EventData,
-    InvalidTransition,
     Prepared,
     SentFilingFailed,
     SentFilingSucceeded,

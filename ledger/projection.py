@@ -13,24 +13,26 @@ import msgspec
 from ledger.chain import event_hash, genesis, verified_events
 from ledger.lifecycle import Lifecycle, fold
 from schemas.ledger import (
-    MAX_ENTRIES,
-    MAX_MESSAGE_ID_BYTES,
     PUBLIC_STAGES,
     UNAVAILABLE,
-    DispatchAborted,
     EventRejected,
     LedgerCorrupt,
     LedgerEntry,
+    SendStatusResult,
+    decode_event,
+)
+from schemas.ledger_events import (
+    MAX_ENTRIES,
+    MAX_MESSAGE_ID_BYTES,
+    DispatchAborted,
     PublicStatus,
     RecoveryClassified,
-    SendStatusResult,
     SentFiling,
     SentFilingFailed,
     SentFilingSucceeded,
     SmtpAccepted,
     SmtpOutcomeUnknown,
     SmtpRejected,
-    decode_event,
 )
 
 _OWNER = re.compile(r"[0-9a-f]{64}", re.ASCII)

@@ -24,14 +24,8 @@ from ledger.outcomes import Head, OpenMember, new_id
 from ledger.replies import text
 from ledger.store import LedgerStore, head_of
 from schemas.errors import MailError
-from schemas.ledger import (
-    EventData,
-    Expired,
-    LedgerEntry,
-    LedgerUnavailable,
-    RecoveryClassified,
-    SentFilingFailed,
-)
+from schemas.ledger import LedgerEntry, LedgerUnavailable
+from schemas.ledger_events import EventData, Expired, RecoveryClassified, SentFilingFailed
 
 log = structlog.get_logger("angelos.ledger.recovery")
 PAGE: Final = 256  # candidates read and decided per round trip

@@ -13,7 +13,8 @@ from ledger.outcomes import Head, new_id
 from ledger.smtp_events import stage_of, status_of
 from ledger.store import LedgerStore, head_of
 from schemas import errors
-from schemas.ledger import EventData, LateOutcomeObserved, LedgerUnavailable
+from schemas.ledger import LedgerUnavailable
+from schemas.ledger_events import EventData, LateOutcomeObserved
 
 log = structlog.get_logger("angelos.ledger.dispatch")
 

@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Final
 
 from ledger.lifecycle import TRANSITIONS, Guard
-from schemas.ledger import ANNOTATION_TYPES, DISPATCH_TERMINAL_TYPES, FILING_RESULT_TYPES
+from schemas.ledger_events import ANNOTATION_TYPES, DISPATCH_TERMINAL_TYPES, FILING_RESULT_TYPES
 
 SCRIPT_NAMES: Final = ("prepare", "claim", "append")
 _MARKER: Final = "--@LIFECYCLE@"

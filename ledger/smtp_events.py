@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from ledger.submitter import Submission
-from schemas.ledger import EventData, SmtpAccepted, SmtpOutcomeUnknown, SmtpRejected
+from schemas.ledger_events import EventData, SmtpAccepted, SmtpOutcomeUnknown, SmtpRejected
 from schemas.submission import MaybeSent, NotSent
 
 

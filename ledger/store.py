@@ -43,18 +43,15 @@ from ledger.replies import (
 )
 from ledger.runner import Arg, ScriptRunner
 from schemas.ledger import (
-    MAX_ENTRIES,
-    Claimed,
     Event,
-    EventData,
     EventRejected,
     LedgerEntry,
     LedgerUnavailable,
-    Prepared,
     PreparedPayload,
     encode_event,
     encode_payload,
 )
+from schemas.ledger_events import MAX_ENTRIES, Claimed, EventData, Prepared
 
 MAX_REBUILDS: Final = 5  # §8.7: rebuild after annotation-only conflicts at most 5 times
 

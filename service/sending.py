@@ -17,7 +17,8 @@ from ledger.store import LedgerStore, connect
 from providers.mailbox import Mailbox
 from providers.smtp import SmtpSettings, SmtpSubmitter, validate_submission
 from schemas import errors
-from schemas.ledger import SelfCheckReport, SentFilingFailed, SentFilingSucceeded
+from schemas.ledger import SelfCheckReport
+from schemas.ledger_events import SentFilingFailed, SentFilingSucceeded
 from schemas.submission import Envelope
 from service.config import Config, MailConfig, StoreConfig
 

@@ -44,14 +44,8 @@ from ledger.lifecycle import advance as advance_state
 from ledger.outcomes import Head, new_id
 from ledger.projection import project
 from ledger.store import LedgerStore
-from schemas.ledger import (
-    ANNOTATION_TYPES,
-    EVENT_TYPES,
-    EventData,
-    EventRejected,
-    InvalidTransition,
-    LedgerEntry,
-)
+from schemas.ledger import EventRejected, InvalidTransition, LedgerEntry
+from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
 
 
 class TestRecoveryFencing:

@@ -48,14 +48,8 @@ from ledger.chain import chain_problems, genesis, mac_key
 from ledger.outcomes import Head, new_id
 from ledger.projection import project
 from ledger.store import LedgerStore, head_of
-from schemas.ledger import (
-    EventData,
-    EventRejected,
-    SentFilingFailed,
-    decode_event,
-    decode_payload,
-    encode_payload,
-)
+from schemas.ledger import EventRejected, decode_event, decode_payload, encode_payload
+from schemas.ledger_events import EventData, SentFilingFailed
 from schemas.secret import Secret
 
 # ------------------------------------------------------------------------------------ prepare

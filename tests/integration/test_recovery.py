@@ -29,7 +29,7 @@ from ledger.outcomes import Head, new_id
 from ledger.projection import project
 from ledger.recovery import Recoverer
 from ledger.store import LedgerStore, head_of
-from schemas.ledger import SmtpAttemptStarted
+from schemas.ledger_events import SmtpAttemptStarted
 from service.recovery_task import RecoveryTask
 
 

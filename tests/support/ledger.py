@@ -9,18 +9,16 @@ import msgspec
 
 from ledger.chain import event_hash, event_mac, genesis
 from ledger.lifecycle import State
-from schemas.ledger import (
+from schemas.ledger import Event, LedgerEntry, PreparedPayload, encode_event
+from schemas.ledger_events import (
     Claimed,
     ConfirmRefused,
     DispatchAborted,
     DuplicateConfirm,
-    Event,
     EventData,
     Expired,
     LateOutcomeObserved,
-    LedgerEntry,
     Prepared,
-    PreparedPayload,
     RecoveryClassified,
     SentFilingFailed,
     SentFilingStarted,
@@ -30,7 +28,6 @@ from schemas.ledger import (
     SmtpCommitPoint,
     SmtpOutcomeUnknown,
     SmtpRejected,
-    encode_event,
 )
 
 PID = "0123456789abcdef0123456789abcdef"

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from ledger.embedded import EmbeddedRedis, start_embedded
 from ledger.outcomes import Head, LedgerSettings, new_id
 from ledger.store import LedgerStore, connect
-from schemas.ledger import EventData
+from schemas.ledger_events import EventData
 from support.ledger import DIGEST, OWNER, claimed, payload
 from support.services import Services
 

@@ -29,7 +29,8 @@ from ledger.audit_run import ExportFile, MissingStream, read_export, replay_expo
 from ledger.audit_show import conclusion, render, timeline
 from ledger.lifecycle import fold
 from ledger.recovery import classify, verdict_of
-from schemas.ledger import Claimed, LedgerEntry, decode_event
+from schemas.ledger import LedgerEntry, decode_event
+from schemas.ledger_events import Claimed
 
 KEY = bytes(range(32))
 GRACE = 1_000

@@ -9,20 +9,22 @@ from hypothesis import strategies as st
 from support.ledger import PID, SAMPLES, T0, build_events, payload, prepared
 
 from schemas.ledger import (
-    ANNOTATION_TYPES,
-    DATA_CLASSES,
-    EVENT_TYPES,
-    MAX_INT,
     Event,
-    EventData,
     EventRejected,
     LedgerCorrupt,
     LedgerEntry,
-    SmtpAttemptStarted,
     decode_event,
     decode_payload,
     encode_event,
     encode_payload,
+)
+from schemas.ledger_events import (
+    ANNOTATION_TYPES,
+    DATA_CLASSES,
+    EVENT_TYPES,
+    MAX_INT,
+    EventData,
+    SmtpAttemptStarted,
 )
 
 CATALOGUE = {
@@ -94,7 +96,7 @@ class TestRoundTrip:
         assert b'"data":{"action":"new","attachment_sha256":[' in raw
 
     def test_an_optional_field_is_omitted_not_null(self) -> None:
-        from schemas.ledger import SentFilingSucceeded
+        from schemas.ledger_events import SentFilingSucceeded
 
         raw = encode_event(sample_event(SentFilingSucceeded(destination_known=False)))
         assert b'"data":{"destination_known":false}' in raw

@@ -46,14 +46,8 @@ from ledger.lifecycle import (
     state_after_types,
 )
 from ledger.scripts import lifecycle_lua
-from schemas.ledger import (
-    ANNOTATION_TYPES,
-    EVENT_TYPES,
-    Event,
-    EventData,
-    InvalidTransition,
-    LedgerCorrupt,
-)
+from schemas.ledger import Event, InvalidTransition, LedgerCorrupt
+from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
 
 # Written from the §8.6 table, independently of ledger/lifecycle.py.
 EXPECTED: dict[tuple[str, str], str] = {

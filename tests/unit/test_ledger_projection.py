@@ -40,11 +40,10 @@ from support.ledger import (
 )
 
 from ledger.projection import entries_as_of, integrity_alarm, project, rfc3339_seconds
-from schemas.ledger import (
+from schemas.ledger import InvalidTransition, LedgerCorrupt
+from schemas.ledger_events import (
     DispatchAborted,
     EventData,
-    InvalidTransition,
-    LedgerCorrupt,
     SentFilingFailed,
     SmtpAccepted,
     SmtpOutcomeUnknown,

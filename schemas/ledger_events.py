@@ -1,0 +1,309 @@
+"""The send ledger's events (spec/sending.md §8.5): canonical scalars, one Struct per event type,
+and the catalogue sets the state machine and the scripts use.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Final, Literal
+
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from schemas.submission import SmtpRejectReason
+
+# ---------------------------------------------------------------------------------------------
+# Scalars of the canonical form
+
+MAX_INT: Final = 2**53 - 1
+MAX_MESSAGE_ID_BYTES: Final = 997
+MAX_ENTRIES: Final = 128  # a stream with more entries is corrupt (§8.7)
+
+# Printable ASCII 0x20-0x7E except `"` (0x22) and `\` (0x5C).
+ASCII_PATTERN: Final = r"^[ !#-\[\]-~]*$"
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+_DOT_ATOM = rf"{_ATEXT}+(?:\.{_ATEXT}+)*"
+# §1.5 Message-ID validator, restricted to the canonical alphabet (no `"` or `\` anywhere).
+MESSAGE_ID_PATTERN: Final = rf"^<{_DOT_ATOM}@(?:{_DOT_ATOM}|\[[!#-Z^-~]*\])>$"
+
+Int53 = Annotated[int, Meta(ge=0, le=MAX_INT)]
+Hex32 = Annotated[str, Meta(pattern="^[0-9a-f]{32}$")]
+Hex64 = Annotated[str, Meta(pattern="^[0-9a-f]{64}$")]
+MessageId = Annotated[str, Meta(pattern=MESSAGE_ID_PATTERN, max_length=MAX_MESSAGE_ID_BYTES)]
+Actor = Annotated[str, Meta(pattern=r"^(api|dispatcher|recovery|sweeper):[A-Za-z0-9._-]{1,64}$")]
+Endpoint = Annotated[str, Meta(pattern=r"^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$")]
+EnhancedStatus = Annotated[str, Meta(pattern=r"^(|[245]\.[0-9]{1,3}\.[0-9]{1,3})$")]
+ReplyCode = Annotated[int, Meta(ge=0, le=599)]
+Uid32 = Annotated[int, Meta(ge=1, le=4_294_967_295)]
+
+Transport = Literal["smtp", "microsoft_graph"]
+PrepareAction = Literal["new", "reply", "reply_all", "forward", "draft"]
+SmtpStage = Literal[
+    "not_attempted",
+    "connection",
+    "authentication",
+    "envelope",
+    "data",
+    "acknowledgement",
+    "graph_submission",
+]
+PublicStatus = Literal["prepared", "sending", "accepted", "rejected", "unknown", "expired"]
+SentFiling = Literal["pending", "saved", "failed", "unknown", "skipped"]
+
+# ---------------------------------------------------------------------------------------------
+# Event data (§8.5). Every class names its event type; fields are exactly the catalogue's.
+
+
+class _Data(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Base of every event's `data` object."""
+
+    TYPE: ClassVar[str] = ""
+    ANNOTATION: ClassVar[bool] = False
+
+
+class Prepared(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """seq 1: a preparation exists, bound to its owner and digest."""
+
+    TYPE = "prepared"
+    owner: Hex64
+    digest: Hex64
+    message_id: MessageId
+    transport: Transport
+    action: PrepareAction
+    created_ms: Int53
+    expires_ms: Int53
+    encoded_bytes: Int53
+    recipient_count: Int53
+    attachment_sha256: tuple[Hex64, ...]
+    payload_sha256: Hex64
+
+
+class Claimed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The one-time claim: the preparation is consumed."""
+
+    TYPE = "claimed"
+    dispatcher_id: Hex32
+    claim_token: Hex32
+    confirmed_digest: Hex64
+    append_sent: bool
+
+
+class DispatchAborted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The dispatcher stopped before any network contact."""
+
+    TYPE = "dispatch_aborted"
+    stage: Literal["integrity_validation", "validation", "not_attempted"]
+    reason: Literal[
+        "digest_mismatch",
+        "id_mismatch",
+        "payload_hash_mismatch",
+        "transport_mismatch",
+        "expired_at_dispatch",
+        "local_validation",
+        "claim_ack_lost",
+        "durability_unconfirmed",
+        "attempt_record_failed",
+        "deadline_exceeded",
+        "shutdown",
+    ]
+    network_contacted: Literal[False]
+
+
+class SmtpAttemptStarted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Durable before any TCP connection (I3)."""
+
+    TYPE = "smtp_attempt_started"
+    transport: Transport
+    endpoint: Endpoint
+    tls_mode: Literal["tls", "starttls", "https"]
+    auth: Literal["plain", "xoauth2", "graph_oauth"]
+
+
+class SmtpCommitPoint(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Durable before the end-of-data marker or the Graph POST (I4)."""
+
+    TYPE = "smtp_commit_point"
+    wire_bytes: Int53
+    raw_sha256: Hex64
+
+
+class SmtpAccepted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The provider accepted the submission (not delivery)."""
+
+    TYPE = "smtp_accepted"
+    stage: Literal["acknowledgement", "graph_submission"]
+    reply_code: Annotated[int, Meta(ge=200, le=299)]
+    enhanced_status: EnhancedStatus
+
+
+class SmtpRejected(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The attempt is recorded as not accepted."""
+
+    TYPE = "smtp_rejected"
+    stage: SmtpStage
+    reply_code: ReplyCode
+    enhanced_status: EnhancedStatus
+    network_contacted: bool
+    reason: Literal[
+        SmtpRejectReason, "aborted_before_connect", "aborted_before_terminator", "http_4xx"
+    ]
+
+
+class SmtpOutcomeUnknown(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The submission may or may not have been accepted; never resend."""
+
+    TYPE = "smtp_outcome_unknown"
+    stage: Literal["acknowledgement", "graph_submission"]
+    cause: Literal[
+        "final_reply_timeout",
+        "connection_lost",
+        "malformed_reply",
+        "http_5xx",
+        "http_unexpected_status",
+        "transport_error",
+        "internal_error",
+    ]
+
+
+class SentFilingStarted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The Sent copy is about to be appended."""
+
+    TYPE = "sent_filing_started"
+    mailbox_role: Literal["sent"]
+
+
+class SentFilingSucceeded(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The Sent copy was appended."""
+
+    TYPE = "sent_filing_succeeded"
+    destination_known: bool
+    uid_validity: Uid32 | UnsetType = UNSET
+    uid: Uid32 | UnsetType = UNSET
+
+
+class SentFilingFailed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The Sent copy was not appended, or its outcome is unknown."""
+
+    TYPE = "sent_filing_failed"
+    outcome: Literal["not_applied", "rejected", "unknown"]
+    reason: Literal[
+        "no_unique_sent_folder",
+        "imap_rejected",
+        "connection_lost",
+        "timeout",
+        "provider_stores_sent",
+        "process_lost",
+    ]
+
+
+class Expired(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """An unclaimed preparation passed its deadline; the payload is deleted."""
+
+    TYPE = "expired"
+    reason: Literal["deadline_passed"]
+
+
+class RecoveryClassified(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Recovery closed an abandoned dispatch from its last durable event."""
+
+    TYPE = "recovery_classified"
+    classification: Literal["not_attempted", "not_submitted", "unknown"]
+    stage: Literal["not_attempted", "interrupted", "acknowledgement", "graph_submission"]
+    claim_age_ms: Int53
+    last_lifecycle_type: Literal["claimed", "smtp_attempt_started", "smtp_commit_point"]
+
+
+class ConfirmRefused(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Annotation: a confirm was refused without consuming anything."""
+
+    TYPE = "confirm_refused"
+    ANNOTATION = True
+    reason: Literal["digest_mismatch", "expired", "owner_mismatch", "payload_missing"]
+
+
+class DuplicateConfirm(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Annotation: a consumed ID was confirmed again and replayed."""
+
+    TYPE = "duplicate_confirm"
+    ANNOTATION = True
+    observed_status: PublicStatus
+
+
+class LateOutcomeObserved(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Annotation: a definitive outcome arrived after recovery had closed the dispatch."""
+
+    TYPE = "late_outcome_observed"
+    ANNOTATION = True
+    outcome: Literal["accepted", "rejected", "unknown"]
+    stage: SmtpStage
+    reply_code: ReplyCode
+
+
+EventData = (
+    Prepared
+    | Claimed
+    | DispatchAborted
+    | SmtpAttemptStarted
+    | SmtpCommitPoint
+    | SmtpAccepted
+    | SmtpRejected
+    | SmtpOutcomeUnknown
+    | SentFilingStarted
+    | SentFilingSucceeded
+    | SentFilingFailed
+    | Expired
+    | RecoveryClassified
+    | ConfirmRefused
+    | DuplicateConfirm
+    | LateOutcomeObserved
+)
+DATA_CLASSES: Final[dict[str, type[_Data]]] = {
+    cls.TYPE: cls
+    for cls in (
+        Prepared,
+        Claimed,
+        DispatchAborted,
+        SmtpAttemptStarted,
+        SmtpCommitPoint,
+        SmtpAccepted,
+        SmtpRejected,
+        SmtpOutcomeUnknown,
+        SentFilingStarted,
+        SentFilingSucceeded,
+        SentFilingFailed,
+        Expired,
+        RecoveryClassified,
+        ConfirmRefused,
+        DuplicateConfirm,
+        LateOutcomeObserved,
+    )
+}
+EVENT_TYPES: Final = frozenset(DATA_CLASSES)
+ANNOTATION_TYPES: Final = frozenset(t for t, cls in DATA_CLASSES.items() if cls.ANNOTATION)
+LIFECYCLE_TYPES: Final = EVENT_TYPES - ANNOTATION_TYPES
+DISPATCH_TERMINAL_TYPES: Final = frozenset(
+    {
+        "dispatch_aborted",
+        "smtp_accepted",
+        "smtp_rejected",
+        "smtp_outcome_unknown",
+        "recovery_classified",
+    }
+)
+FILING_RESULT_TYPES: Final = frozenset({"sent_filing_succeeded", "sent_filing_failed"})
+EventType = Literal[
+    "prepared",
+    "claimed",
+    "dispatch_aborted",
+    "smtp_attempt_started",
+    "smtp_commit_point",
+    "smtp_accepted",
+    "smtp_rejected",
+    "smtp_outcome_unknown",
+    "sent_filing_started",
+    "sent_filing_succeeded",
+    "sent_filing_failed",
+    "expired",
+    "recovery_classified",
+    "confirm_refused",
+    "duplicate_confirm",
+    "late_outcome_observed",
+]
