@@ -127,6 +127,7 @@ async def compare_via(
     imap = await open_session(replace(services, imap_port=port))
     mcp_times: list[float] = []
     direct_times: list[float] = []
+    call_times: list[float] = []
     try:
         async with Client(target) as client:
             for _ in range(3):  # warm-up: imports, pooled session, page cache
@@ -135,6 +136,7 @@ async def compare_via(
             for _ in range(rounds):
                 mcp_times.append(await mcp_round(client, folder))
                 direct_times.append(await direct_round(imap, folder, uids))
+                call_times.extend([await bare_call(client) for _ in range(CALLS_PER_ROUND)])
     finally:
         await close_session(imap)
     mcp_ms = statistics.median(mcp_times) * 1000
@@ -144,6 +146,23 @@ async def compare_via(
     print(f"MCP over stdio: median {mcp_ms:.2f} ms/round")
     print(f"direct aioimaplib, one connection: median {direct_ms:.2f} ms/round")
     print(f"ratio MCP/direct: {mcp_ms / direct_ms:.2f}x (target <= 1.15x)")
+    call_ms = statistics.median(call_times) * 1000
+    floor = (direct_ms + CALLS_PER_ROUND * call_ms) / direct_ms
+    print(
+        f"one MCP call that never reaches IMAP: median {call_ms:.2f} ms; {CALLS_PER_ROUND} calls "
+        f"per round put the transport-only floor of the ratio at {floor:.2f}x"
+    )
+
+
+CALLS_PER_ROUND = 12  # search + 10 reads + read_many
+
+
+async def bare_call(client: Client) -> float:
+    """Time one call the server refuses at decoding: the protocol cost without any IMAP."""
+    started = time.perf_counter()
+    result = await client.call_tool("mail_query", {"action": "folders", "bench": 1})
+    assert result.is_error
+    return time.perf_counter() - started
 
 
 async def rss_probe(services: Any) -> None:
