@@ -23,8 +23,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from support.services import services_from_env  # noqa: E402
-
 from ledger.outcomes import new_id  # noqa: E402
 from providers.mime.compose import compose_new  # noqa: E402
 from schemas.args.common import Message  # noqa: E402
@@ -34,6 +32,7 @@ from service.app import build_app  # noqa: E402
 from service.config import load_config  # noqa: E402
 from service.operations.prepare import identity, now, prepare_new  # noqa: E402
 from service.principal import local_principal  # noqa: E402
+from support.services import services_from_env  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
+
 from support.angelos_process import ROOT, angelos_command, clean_env, free_port
 from support.services import Services
 

@@ -30,11 +30,11 @@ from faults.harness import (
     start_servers,
     status,
 )
-from support.services import Services
-from support.smtp_sink import Transaction, transactions
 
 from ledger.outcomes import LedgerSettings
 from ledger.store import LedgerStore, connect
+from support.services import Services
+from support.smtp_sink import Transaction, transactions
 
 pytestmark = pytest.mark.services
 

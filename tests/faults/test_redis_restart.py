@@ -18,10 +18,6 @@ from faults.harness import (
     start_servers,
     status,
 )
-from support.ledger import ACCEPTED, ATTEMPT, COMMIT, DIGEST, OWNER, claimed, payload
-from support.ledger_redis import now_ms
-from support.services import Services
-from support.smtp_sink import transactions
 
 from ledger.audit import AuditRules
 from ledger.audit_read import BulkReader
@@ -29,6 +25,10 @@ from ledger.audit_run import verify_ledger
 from ledger.outcomes import LedgerSettings, new_id
 from ledger.store import LedgerStore, connect
 from schemas.errors import MailError
+from support.ledger import ACCEPTED, ATTEMPT, COMMIT, DIGEST, OWNER, claimed, payload
+from support.ledger_redis import now_ms
+from support.services import Services
+from support.smtp_sink import transactions
 
 pytestmark = pytest.mark.services
 Acked = tuple[str, int, str]  # (pid, seq, h) of an event whose write returned success

@@ -16,13 +16,13 @@ import uuid
 from typing import Any
 
 import pytest
-from support.imap import close_session, open_session
-from support.inprocess import mcp_client
-from support.smtp_sink import transactions
 
 from ledger.chain import genesis
 from ledger.store import LedgerStore
 from schemas.ledger import decode_event, decode_payload
+from support.imap import close_session, open_session
+from support.inprocess import mcp_client
+from support.smtp_sink import transactions
 
 TEST_BUILD = {"ANGELOS_ALLOW_FAULT_INJECTION": "1", "ANGELOS_ENV": "test"}
 METADATA_URL = "https://mail.example.test/.well-known/oauth-protected-resource"

@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 from faults.harness import PrivateRedis
+
+from ledger.store import LedgerStore
+from schemas.ledger import decode_event
+from schemas.send import PERSISTENCE_WARNING, SENT_COPY_WARNING
 from support.imap import close_session, open_session
 from support.imap_proxy import ImapProxy
 from support.inprocess import mcp_client
 from support.services import Services
 from support.smtp_sink import transactions
-
-from ledger.store import LedgerStore
-from schemas.ledger import decode_event
-from schemas.send import PERSISTENCE_WARNING, SENT_COPY_WARNING
 
 pytestmark = pytest.mark.services
 TEST_BUILD = {"ANGELOS_ALLOW_FAULT_INJECTION": "1", "ANGELOS_ENV": "test"}

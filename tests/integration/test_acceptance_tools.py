@@ -14,6 +14,11 @@ from typing import Any
 import aioimaplib
 import pytest
 from mcp import Client
+
+from service.app import build_app
+from service.config import load_config
+from service.mcp_server import build_server
+from service.principal import local_principal
 from support.drafts_harness import ledger_keys
 from support.imap import (
     Append,
@@ -29,11 +34,6 @@ from support.query_harness import Mcp, folder, held_client, imap, mcp, proxy
 from support.services import Services
 from support.smtp_sink import transactions
 from support.write_calls import METADATA_URL, expunge_uid, write_tools
-
-from service.app import build_app
-from service.config import load_config
-from service.mcp_server import build_server
-from service.principal import local_principal
 
 __all__ = ["folder", "imap", "mcp", "proxy"]  # the query harness fixtures, used by name
 

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
-from support.counting_proxy import CountingProxy
 
 from schemas.discovery import TOOLS_BY_NAME, tool_entries
 from schemas.error_object import GUIDANCE
@@ -22,6 +21,7 @@ from service.app import build_app
 from service.config import load_config
 from service.mcp_server import build_server
 from service.principal import local_principal
+from support.counting_proxy import CountingProxy
 
 EXAMPLES = int(os.environ.get("ANGELOS_FUZZ_EXAMPLES", "2000"))
 SCHEMAS = {e["name"]: e["inputSchema"] for e in tool_entries()}

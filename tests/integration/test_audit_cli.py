@@ -11,10 +11,6 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from support.angelos_process import ROOT, angelos_command, clean_env
-from support.ledger import ACCEPTED, ATTEMPT, COMMIT, OWNER, UNKNOWN
-from support.ledger_redis import advance, claimed_send, make_store, prepared_send
-from support.services import Services
 
 from ledger.audit import AuditRules, audit_stream
 from ledger.outcomes import new_id
@@ -22,6 +18,10 @@ from ledger.projection import project
 from ledger.recovery import Recoverer
 from ledger.store import LedgerStore, connect
 from schemas.secret import Secret
+from support.angelos_process import ROOT, angelos_command, clean_env
+from support.ledger import ACCEPTED, ATTEMPT, COMMIT, OWNER, UNKNOWN
+from support.ledger_redis import advance, claimed_send, make_store, prepared_send
+from support.services import Services
 
 KEY = "ab" * 32
 

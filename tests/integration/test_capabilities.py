@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from support.inprocess import mcp_client
 
 ALL_GATES = {"MAIL_ENABLE_WRITES": "1", "MAIL_ENABLE_SEND": "1", "MAIL_ENABLE_DELETE": "1"}

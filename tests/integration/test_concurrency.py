@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from faults.harness import Server, server_env, start_servers
 from mcp import Client
-from support.services import Services
-from support.smtp_sink import transactions
 
 from ledger.outcomes import LedgerSettings
 from ledger.store import LedgerStore, connect
+from support.services import Services
+from support.smtp_sink import transactions
 
 pytestmark = pytest.mark.services
 NAMESPACE = f"cc-{uuid.uuid4().hex[:8]}"

@@ -6,6 +6,7 @@ from typing import Any
 
 import aioimaplib
 import pytest
+
 from support.imap import append_messages, create_folder, quote_mailbox
 from support.query_harness import Mcp, folder, imap, mail, mcp, proxy, seed
 

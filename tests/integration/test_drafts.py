@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 import pytest
+
 from support.drafts_harness import (
     FILE,
     FULL,

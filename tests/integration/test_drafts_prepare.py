@@ -10,6 +10,9 @@ import base64
 import uuid
 from typing import Any
 
+from providers.mime.draft import read_draft
+from schemas.digest import approval_digest
+from schemas.drafts import DRAFT_READ_WARNINGS, DRAFT_SNAPSHOT_NOTICE
 from support.drafts_harness import (
     FILE,
     FULL,
@@ -29,10 +32,6 @@ from support.drafts_harness import (
 )
 from support.inprocess import mcp_client
 from support.smtp_sink import transactions
-
-from providers.mime.draft import read_draft
-from schemas.digest import approval_digest
-from schemas.drafts import DRAFT_READ_WARNINGS, DRAFT_SNAPSHOT_NOTICE
 
 
 def prepare_args(draft: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+
 from support.drafts_harness import (
     FILE,
     FULL,

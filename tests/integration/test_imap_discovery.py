@@ -6,12 +6,12 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from support.services import Services
 
 from providers.imap import codec
 from providers.imap.mailbox import ImapMailbox
 from providers.imap.settings import ImapSettings
 from schemas.secret import Secret
+from support.services import Services
 
 pytestmark = pytest.mark.services
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.imap import Append, append_messages, close_session, create_folder, open_session
 
 from providers.imap.fetch import fetch_raw
 from providers.imap.mailbox import ImapMailbox
@@ -16,6 +15,7 @@ from schemas import errors
 from schemas.mailbox import Reference
 from service.app import imap_settings
 from service.config import load_config
+from support.imap import Append, append_messages, close_session, create_folder, open_session
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "mail"
 

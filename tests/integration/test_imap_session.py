@@ -9,9 +9,6 @@ from collections.abc import AsyncIterator
 
 import msgspec
 import pytest
-from support.counting_proxy import CountingProxy
-from support.imap import dovecot_login_count, wait_for_login_count
-from support.services import Services
 
 from providers.imap import codec, responses
 from providers.imap.connect import connect
@@ -21,6 +18,9 @@ from providers.imap.session import ImapSession
 from providers.imap.settings import ImapSettings
 from schemas.errors import SafetyLimit, ServiceUnavailable
 from schemas.secret import Secret
+from support.counting_proxy import CountingProxy
+from support.imap import dovecot_login_count, wait_for_login_count
+from support.services import Services
 
 pytestmark = pytest.mark.services
 

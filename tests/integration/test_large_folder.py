@@ -16,15 +16,15 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
-from support.imap import quote_mailbox
-from support.query_harness import Mcp, mcp, proxy
-from support.services import Services
 
 from providers.imap import codec, responses
 from providers.imap.mailbox import ImapMailbox
 from providers.imap.settings import ImapSettings
 from schemas.search import SearchQuery
 from schemas.secret import Secret
+from support.imap import quote_mailbox
+from support.query_harness import Mcp, mcp, proxy
+from support.services import Services
 
 pytestmark = pytest.mark.services
 __all__ = ["mcp", "proxy"]  # fixtures shared with test_search

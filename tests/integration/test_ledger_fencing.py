@@ -9,6 +9,15 @@ import asyncio
 import msgspec
 import pytest
 import redis.asyncio as aioredis
+
+from ledger.chain import verified_events
+from ledger.lifecycle import STATES, State, fold
+from ledger.lifecycle import advance as advance_state
+from ledger.outcomes import Head, new_id
+from ledger.projection import project
+from ledger.store import LedgerStore
+from schemas.ledger import EventRejected, InvalidTransition, LedgerEntry
+from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
 from support.ledger import (
     ACCEPTED,
     ATTEMPT,
@@ -37,15 +46,6 @@ from support.ledger_redis import (  # fixtures are imported by name, as in tests
     prepared_send,
     store_fixture,  # noqa: F401
 )
-
-from ledger.chain import verified_events
-from ledger.lifecycle import STATES, State, fold
-from ledger.lifecycle import advance as advance_state
-from ledger.outcomes import Head, new_id
-from ledger.projection import project
-from ledger.store import LedgerStore
-from schemas.ledger import EventRejected, InvalidTransition, LedgerEntry
-from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
 
 
 class TestRecoveryFencing:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from support.services import Services
 
 from ledger.embedded import start_embedded
 from ledger.outcomes import LedgerSettings, new_id
 from ledger.selfcheck import SelfCheckOptions, self_check
 from ledger.store import LedgerStore, connect
+from support.services import Services
 
 
 def free_port() -> int:

@@ -10,6 +10,14 @@ import os
 import msgspec
 import pytest
 import redis.asyncio as aioredis
+
+from ledger.chain import chain_problems, genesis, mac_key
+from ledger.outcomes import Head, new_id
+from ledger.projection import project
+from ledger.store import LedgerStore, head_of
+from schemas.ledger import EventRejected, decode_event, decode_payload, encode_payload
+from schemas.ledger_events import EventData, SentFilingFailed
+from schemas.secret import Secret
 from support.ledger import (
     ACCEPTED,
     ATTEMPT,
@@ -43,14 +51,6 @@ from support.ledger_redis import (  # fixtures are imported by name, as in tests
     prepared_send,
     store_fixture,  # noqa: F401
 )
-
-from ledger.chain import chain_problems, genesis, mac_key
-from ledger.outcomes import Head, new_id
-from ledger.projection import project
-from ledger.store import LedgerStore, head_of
-from schemas.ledger import EventRejected, decode_event, decode_payload, encode_payload
-from schemas.ledger_events import EventData, SentFilingFailed
-from schemas.secret import Secret
 
 # ------------------------------------------------------------------------------------ prepare
 

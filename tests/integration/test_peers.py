@@ -19,6 +19,7 @@ from pathlib import Path
 import aiosmtplib
 import pytest
 import redis.asyncio as aioredis
+
 from support.imap import (
     Append,
     IMAPCommandError,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.imap import Append, append_messages, close_session, create_folder, open_session
 from support.inprocess import mcp_client
 

@@ -10,6 +10,15 @@ import asyncio
 
 import pytest
 import redis.asyncio as aioredis
+
+from ledger.chain import verified_events
+from ledger.lifecycle import fold
+from ledger.outcomes import Head, new_id
+from ledger.projection import project
+from ledger.recovery import Recoverer
+from ledger.store import LedgerStore, head_of
+from schemas.ledger_events import SmtpAttemptStarted
+from service.recovery_task import RecoveryTask
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, DISPATCHER, FILING_STARTED, OWNER
 from support.ledger_redis import (  # fixtures are imported by name, as in tests/conftest.py
     advance,
@@ -22,15 +31,6 @@ from support.ledger_redis import (  # fixtures are imported by name, as in tests
     prepared_send,
     store_fixture,  # noqa: F401
 )
-
-from ledger.chain import verified_events
-from ledger.lifecycle import fold
-from ledger.outcomes import Head, new_id
-from ledger.projection import project
-from ledger.recovery import Recoverer
-from ledger.store import LedgerStore, head_of
-from schemas.ledger_events import SmtpAttemptStarted
-from service.recovery_task import RecoveryTask
 
 
 async def status_of(store: LedgerStore, pid: str) -> dict[str, object]:

@@ -13,6 +13,11 @@ from typing import Any
 
 import aioimaplib
 import pytest
+
+from providers.imap import codec
+from providers.imap.mailbox import ImapMailbox
+from providers.imap.settings import ImapSettings
+from schemas.secret import Secret
 from support.imap import (
     Append,
     append_messages,
@@ -21,11 +26,6 @@ from support.imap import (
 )
 from support.query_harness import Mcp, folder, imap, live_flags, mail, mcp, proxy, seed
 from support.services import Services
-
-from providers.imap import codec
-from providers.imap.mailbox import ImapMailbox
-from providers.imap.settings import ImapSettings
-from schemas.secret import Secret
 
 pytestmark = pytest.mark.services
 __all__ = ["folder", "imap", "mcp", "proxy"]  # fixtures from support.query_harness

@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
+
 from support.imap import close_session, open_session
 from support.inprocess import mcp_client
 from support.smtp_sink import transactions

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
-from support.services import Services
 
 from providers.smtp import SmtpSettings, SmtpSubmitter
 from schemas.secret import Secret
 from schemas.submission import Envelope, MaybeSent, NotSent
+from support.services import Services
 
 pytestmark = pytest.mark.services
 

@@ -9,13 +9,13 @@ import traceback
 import uuid
 
 import pytest
-from support.counting_proxy import CountingProxy
-from support.services import Services
-from support.smtp_sink import Transaction, transactions, wait_for_transactions
 
 from providers.smtp import SmtpSettings, SmtpSubmission, SmtpSubmitter
 from schemas.secret import Secret
 from schemas.submission import Envelope, FinalReply, MaybeSent, NotSent
+from support.counting_proxy import CountingProxy
+from support.services import Services
+from support.smtp_sink import Transaction, transactions, wait_for_transactions
 
 pytestmark = pytest.mark.services
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import aioimaplib
 import pytest
+
 from support.imap import Append
 from support.query_harness import Mcp, folder, imap, live_flags, mail, mcp, proxy, seed
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+
 from support.imap_proxy import ImapProxy
 from support.services import Services
 from support.write_calls import expunge_uid, flags_of, new_folder, seed, write_tools

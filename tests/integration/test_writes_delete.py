@@ -12,6 +12,7 @@ import re
 from collections.abc import AsyncIterator
 
 import pytest
+
 from support.imap_proxy import ImapProxy
 from support.services import Services
 from support.write_calls import flags_of, seed, store_flags, write_tools

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+
 from support.imap_proxy import ImapProxy
 from support.services import Services
 from support.write_calls import Tools, flags_of, seed, store_flags, write_tools

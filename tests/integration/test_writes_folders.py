@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+
 from support.imap_proxy import ImapProxy
 from support.services import Services
 from support.write_calls import list_names, write_tools

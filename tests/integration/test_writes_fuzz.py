@@ -26,10 +26,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from mcp import Client
-from support.imap import close_session, ok, open_session, quote_mailbox
-from support.imap_proxy import ImapProxy
-from support.services import Services
-from support.write_calls import GATES_ON, list_names, status_number
 
 from schemas.args.common import Ref
 from schemas.args.create import ReviseDraft, SaveDraft
@@ -41,6 +37,10 @@ from service.config import load_config
 from service.mcp_server import build_server
 from service.pipeline import decode_arguments
 from service.principal import local_principal
+from support.imap import close_session, ok, open_session, quote_mailbox
+from support.imap_proxy import ImapProxy
+from support.services import Services
+from support.write_calls import GATES_ON, list_names, status_number
 
 pytestmark = pytest.mark.services
 EXAMPLES = int(os.environ.get("ANGELOS_WRITES_FUZZ_EXAMPLES", "400"))

@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 from mcp import Client
-from support.angelos_process import ROOT, angelos_command, clean_env, free_port, http_server
 
 from schemas.discovery import compact_bytes
+from support.angelos_process import ROOT, angelos_command, clean_env, free_port, http_server
 
 FIXTURE = ROOT / "fixtures" / "tools-list.json"
 ERAS = ["legacy", "2026-07-28"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client, StdioServerParameters
+
 from support.angelos_process import ROOT, angelos_command, clean_env
 
 SECRET_QUERY = "TOP-SECRET-PHRASE-4711"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
+
 from support.angelos_process import ROOT, angelos_command, clean_env
 
 ERAS = ["legacy", "2026-07-28"]

@@ -5,6 +5,15 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+
+from ledger.audit import AuditRules, audit_stream, index_findings, missing_stream_findings
+from ledger.audit_read import IndexEntry
+from ledger.audit_run import ExportFile, MissingStream, read_export, replay_export
+from ledger.audit_show import conclusion, render, timeline
+from ledger.lifecycle import fold
+from ledger.recovery import classify, verdict_of
+from schemas.ledger import LedgerEntry, decode_event
+from schemas.ledger_events import Claimed
 from support.ledger import (
     ACCEPTED,
     ATTEMPT,
@@ -22,15 +31,6 @@ from support.ledger import (
     claimed,
     prepared,
 )
-
-from ledger.audit import AuditRules, audit_stream, index_findings, missing_stream_findings
-from ledger.audit_read import IndexEntry
-from ledger.audit_run import ExportFile, MissingStream, read_export, replay_export
-from ledger.audit_show import conclusion, render, timeline
-from ledger.lifecycle import fold
-from ledger.recovery import classify, verdict_of
-from schemas.ledger import LedgerEntry, decode_event
-from schemas.ledger_events import Claimed
 
 KEY = bytes(range(32))
 GRACE = 1_000

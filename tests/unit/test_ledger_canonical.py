@@ -6,7 +6,6 @@ import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support.ledger import PID, SAMPLES, T0, build_events, payload, prepared
 
 from schemas.ledger import (
     Event,
@@ -26,6 +25,7 @@ from schemas.ledger_events import (
     EventData,
     SmtpAttemptStarted,
 )
+from support.ledger import PID, SAMPLES, T0, build_events, payload, prepared
 
 CATALOGUE = {
     "prepared": {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from support.ledger import ATTEMPT, PID, build_events, chain, claimed, prepared, replace_e
 
 from ledger.chain import (
     chain_problems,
@@ -16,6 +15,7 @@ from ledger.chain import (
     verified_events,
 )
 from schemas.ledger import LedgerCorrupt
+from support.ledger import ATTEMPT, PID, build_events, chain, claimed, prepared, replace_e
 
 # Pinned once (cross-checked with sha256sum and `openssl dgst -hmac`); they must never change,
 # or every stored ledger stops verifying.

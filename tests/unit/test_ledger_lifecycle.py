@@ -8,6 +8,19 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from ledger.lifecycle import (
+    STATES,
+    TRANSITIONS,
+    Lifecycle,
+    State,
+    advance,
+    fold,
+    state_after_types,
+)
+from ledger.scripts import lifecycle_lua
+from schemas.ledger import Event, InvalidTransition, LedgerCorrupt
+from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
 from support.ledger import (
     ABORTED,
     ABORTED_BEFORE_TERMINATOR,
@@ -35,19 +48,6 @@ from support.ledger import (
     claimed,
     prepared,
 )
-
-from ledger.lifecycle import (
-    STATES,
-    TRANSITIONS,
-    Lifecycle,
-    State,
-    advance,
-    fold,
-    state_after_types,
-)
-from ledger.scripts import lifecycle_lua
-from schemas.ledger import Event, InvalidTransition, LedgerCorrupt
-from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
 
 # Written from the §8.6 table, independently of ledger/lifecycle.py.
 EXPECTED: dict[tuple[str, str], str] = {

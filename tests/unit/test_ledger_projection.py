@@ -6,6 +6,17 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from ledger.projection import entries_as_of, integrity_alarm, project, rfc3339_seconds
+from schemas.ledger import InvalidTransition, LedgerCorrupt
+from schemas.ledger_events import (
+    DispatchAborted,
+    EventData,
+    SentFilingFailed,
+    SmtpAccepted,
+    SmtpOutcomeUnknown,
+    SmtpRejected,
+)
 from support.ledger import (
     ABORTED,
     ABORTED_BEFORE_TERMINATOR,
@@ -37,17 +48,6 @@ from support.ledger import (
     claimed,
     prepared,
     replace_e,
-)
-
-from ledger.projection import entries_as_of, integrity_alarm, project, rfc3339_seconds
-from schemas.ledger import InvalidTransition, LedgerCorrupt
-from schemas.ledger_events import (
-    DispatchAborted,
-    EventData,
-    SentFilingFailed,
-    SmtpAccepted,
-    SmtpOutcomeUnknown,
-    SmtpRejected,
 )
 
 DEADLINE = T0 + TTL_MS
