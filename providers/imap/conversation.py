@@ -19,14 +19,12 @@ from providers.imap.cursor import (
     check_generation,
     check_scope,
     decode_cursor,
-    encode_cursor,
-    next_bound,
     plan_window,
     scope_digest,
 )
 from providers.imap.fetch import body_section, parse_fetch
 from providers.imap.session import ImapSession
-from providers.imap.summaries import fetch_summaries
+from providers.imap.summaries import summary_page
 from schemas.errors import (
     InvalidArguments,
     NotFound,
@@ -288,21 +286,10 @@ async def conversation_page(
         LINK_FIELDS,
         lambda links: any(i in wanted for ids in links.values() for i in ids),
     )
-    bound = next_bound(query.order, window, ceiling, last)
-    messages = await fetch_summaries(session, anchor.folder, selected.uid_validity, returned)
-    token = None
-    if bound is not None:
-        token = encode_cursor(
-            CursorState(CONVERSATION_FORMAT, selected.uid_validity, bound, ceiling, scope)
-        )
-    return SummaryPage(
-        folder=anchor.folder,
-        uid_validity=selected.uid_validity,
-        order=query.order,
-        scanned_uids=window.size,
-        messages=messages,
-        next_cursor=token,
-    )
+    return await summary_page(
+        session, anchor.folder, selected.uid_validity, query.order, window, ceiling,
+        (returned, last), (CONVERSATION_FORMAT, scope),
+    )  # fmt: skip
 
 
 def _ordered(uids: list[int], low: int, high: int, order: Order) -> list[int]:

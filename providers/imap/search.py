@@ -20,14 +20,12 @@ from providers.imap.cursor import (
     check_generation,
     check_scope,
     decode_cursor,
-    encode_cursor,
-    next_bound,
     plan_window,
     scope_digest,
     take,
 )
 from providers.imap.session import ImapSession
-from providers.imap.summaries import fetch_summaries
+from providers.imap.summaries import summary_page
 from schemas.search import SearchQuery, SummaryPage
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -142,22 +140,10 @@ async def search_page(
         )
     else:
         returned, last = take(inside, query.order, query.limit)
-    bound = next_bound(query.order, window, ceiling, last)
-    messages = await fetch_summaries(session, query.folder, selected.uid_validity, returned)
-    token = None
-    if bound is not None:
-        scope = search_scope(query)
-        token = encode_cursor(
-            CursorState(SEARCH_FORMAT, selected.uid_validity, bound, ceiling, scope)
-        )
-    return SummaryPage(
-        folder=query.folder,
-        uid_validity=selected.uid_validity,
-        order=query.order,
-        scanned_uids=window.size,
-        messages=messages,
-        next_cursor=token,
-    )
+    return await summary_page(
+        session, query.folder, selected.uid_validity, query.order, window, ceiling,
+        (returned, last), (SEARCH_FORMAT, search_scope(query)),
+    )  # fmt: skip
 
 
 def _is_exact(links: LinkSection, wanted: str) -> bool:

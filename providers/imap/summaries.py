@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from providers.imap import codec, responses
+from providers.imap.cursor import CursorFormat, CursorState, Window, encode_cursor, next_bound
 from providers.imap.fetch import (
     FetchAttrs,
     body_section,
+    flags,
     internal_date,
     modseq,
     number,
@@ -23,10 +25,9 @@ from providers.mime.headers import (
 )
 from schemas.errors import ServiceUnavailable
 from schemas.mailbox import Reference
-from schemas.search import MessageSummary, bound_flags
+from schemas.search import MessageSummary, Order, SummaryPage
 
 MAX_SUBJECT_BYTES = 4096
-MAX_FLAG_BYTES = 256
 # Only the fields a summary shows, and at most 64 KiB of them per message: a huge To list
 # cannot make one page read more than 100 x 64 KiB.
 SUMMARY_HEADERS = f"BODY.PEEK[HEADER.FIELDS (DATE FROM TO SUBJECT)]<0.{HEADER_BLOCK_LIMIT}>"
@@ -80,20 +81,10 @@ def summarize(attrs: FetchAttrs, reference: Reference) -> MessageSummary:
         from_=parse_addresses(sender) if sender is not None else [],
         to=parse_addresses(recipients) if recipients is not None else [],
         date=_summary_date(fields.get("Date"), internal_date(attrs)),
-        flags=summary_flags(attrs),
+        flags=flags(attrs),
         size_bytes=number(attrs, "RFC822.SIZE"),
         modseq=modseq(attrs),
     )
-
-
-def summary_flags(attrs: FetchAttrs) -> list[str]:
-    """Return FLAGS cleaned (≤ 256 bytes each) and bounded to 100 without losing system flags."""
-    value = attrs.get("FLAGS")
-    if not isinstance(value, list):
-        return []
-    texts = (responses.as_text(f) for f in value if f is not None)
-    cleaned = (codec.clean_text(text, MAX_FLAG_BYTES) for text in texts)
-    return bound_flags([f for f in cleaned if f])
 
 
 def _summary_date(header: bytes | None, arrived: datetime | None) -> str:
@@ -111,3 +102,32 @@ def rfc3339(moment: datetime) -> str:
         moment, offset = moment.astimezone(UTC), timedelta(0)
     text = moment.replace(microsecond=0).isoformat()
     return text.removesuffix("+00:00") + "Z" if offset == timedelta(0) else text
+
+
+async def summary_page(
+    session: ImapSession,
+    folder: str,
+    uid_validity: int,
+    order: Order,
+    window: Window,
+    ceiling: int,
+    found: tuple[list[int], int | None],
+    cursor: tuple[CursorFormat, str],
+) -> SummaryPage:
+    """Summarize the selected UIDs and add the continuation cursor when UIDs remain.
+
+    `found` is (returned UIDs, last UID taken); `cursor` is (cursor format, scope digest).
+    """
+    returned, last = found
+    bound = next_bound(order, window, ceiling, last)
+    token = None
+    if bound is not None:
+        token = encode_cursor(CursorState(cursor[0], uid_validity, bound, ceiling, cursor[1]))
+    return SummaryPage(
+        folder=folder,
+        uid_validity=uid_validity,
+        order=order,
+        scanned_uids=window.size,
+        messages=await fetch_summaries(session, folder, uid_validity, returned),
+        next_cursor=token,
+    )
