@@ -81,5 +81,4 @@ def check_destination(source: Ref, destination: str) -> None:
         raise ValueError("destination must differ from the source folder")
 
 
-CreateArgs = Copy | SaveDraft | CreateFolder | ReviseDraft
 CREATE_ACTIONS: tuple[type[_Create], ...] = (Copy, SaveDraft, CreateFolder, ReviseDraft)

@@ -100,5 +100,4 @@ def normalize_flags(flags: list[str]) -> list[str]:
     return result
 
 
-ModifyArgs = SetFlags | Move | Rename | Trash
 MODIFY_ACTIONS: tuple[type[_Modify], ...] = (SetFlags, Move, Rename, Trash)

@@ -78,7 +78,6 @@ class PrepareDraft(_Prepare, tag="draft"):
     source_digest: SourceDigest
 
 
-PrepareArgs = PrepareDraft | PrepareForward | PrepareNew | PrepareReply | PrepareReplyAll
 PREPARE_ACTIONS: tuple[type[_Prepare], ...] = (
     PrepareDraft,
     PrepareForward,
@@ -113,6 +112,3 @@ class SendConfirmed(Struct, forbid_unknown_fields=True):
             or not all(ch in "0123456789abcdefABCDEF" for ch in self.confirmed_digest)
         ):
             raise ValueError("confirmed_digest must be the 64 hex characters of the preview digest")
-
-
-DeleteArgs = Ref

@@ -128,18 +128,6 @@ class SendStatus(_Query, tag="send_status"):
     prepared_id: Annotated[str, Meta(pattern="^[0-9a-f]{32}$")]
 
 
-QueryArgs = (
-    Attachment
-    | Capabilities
-    | Conversation
-    | Draft
-    | Folders
-    | Read
-    | ReadMany
-    | SearchMail
-    | SendStatus
-    | Triage
-)
 QUERY_ACTIONS: tuple[type[_Query], ...] = (
     Attachment,
     Capabilities,
