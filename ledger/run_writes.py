@@ -9,7 +9,7 @@ import structlog
 from msgspec import Struct
 
 from ledger.lease import Lease
-from ledger.outcomes import Head, new_id
+from ledger.outcomes import AppendOutcome, Head, new_id
 from ledger.smtp_events import stage_of, status_of
 from ledger.store import LedgerStore, head_of
 from schemas import errors
@@ -76,19 +76,39 @@ class RunWriter:
         """Append a lifecycle event after the run's head; Closed when fencing says no."""
         assert run.head is not None
         eid = new_id()
-        for attempt in range(4):
+        unavailable = 0
+        while True:
             try:
                 outcome = await self.store.append(
                     run.pid, run.head, data, actor=self.actor, eid=eid
                 )
             except LedgerUnavailable:
-                await asyncio.sleep(0.25 * (attempt + 1))
+                unavailable += 1
+                if unavailable == 4:
+                    raise errors.OperationFailed(
+                        "the send ledger did not record the dispatch step"
+                    ) from None
+                await asyncio.sleep(0.25 * unavailable)
                 continue
             if outcome.result in ("appended", "duplicate") and outcome.head is not None:
                 run.head = outcome.head
                 return
-            raise Closed()
-        raise errors.OperationFailed("the send ledger did not record the dispatch step")
+            if not self.annotations_only(run, outcome):
+                raise Closed()
+
+    def annotations_only(self, run: Run, outcome: AppendOutcome) -> bool:
+        """Tell whether only annotations moved the head (the dispatch is still ours); adopt it.
+
+        Callers may retry on True without an explicit bound: every such conflict means a new
+        annotation, and a stream takes at most SEND_ANNOTATION_CAP of them.
+        """
+        assert run.head is not None
+        if outcome.result != "conflict" or outcome.head is None:
+            return False
+        if outcome.head.state != run.head.state:
+            return False
+        run.head = outcome.head
+        return True
 
     async def append_before_network(self, run: Run, data: EventData) -> bool:
         """Append a marker that gates network work; False unless it is known durable."""
@@ -122,6 +142,9 @@ class RunWriter:
             if result.result in ("appended", "duplicate") and result.head is not None:
                 run.head = result.head
                 return True
+            if self.annotations_only(run, result):
+                first = True  # a duplicate-confirm storm is no reason to give up the outcome
+                continue
             await self.late_outcome(run, outcome)
             return True
         return False
