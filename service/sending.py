@@ -7,13 +7,14 @@ from dataclasses import dataclass
 
 import structlog
 
+from ledger.connection import connect
 from ledger.dispatch import Dispatcher
 from ledger.embedded import EmbeddedError, EmbeddedRedis, start_embedded
 from ledger.lease import Lease
 from ledger.outcomes import LedgerSettings, new_id
 from ledger.run_writes import DispatchSettings
 from ledger.selfcheck import SelfCheckOptions, self_check
-from ledger.store import LedgerStore, connect
+from ledger.store import LedgerStore
 from providers.mailbox import Mailbox
 from providers.smtp import SmtpSettings, SmtpSubmitter, validate_submission
 from schemas import errors

@@ -31,8 +31,9 @@ from faults.harness import (
     status,
 )
 
+from ledger.connection import connect
 from ledger.outcomes import LedgerSettings
-from ledger.store import LedgerStore, connect
+from ledger.store import LedgerStore
 from support.services import Services
 from support.smtp_sink import Transaction, transactions
 

@@ -22,8 +22,9 @@ from faults.harness import (
 from ledger.audit import AuditRules
 from ledger.audit_read import BulkReader
 from ledger.audit_run import verify_ledger
+from ledger.connection import connect
 from ledger.outcomes import LedgerSettings, new_id
-from ledger.store import LedgerStore, connect
+from ledger.store import LedgerStore
 from schemas.errors import MailError
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, DIGEST, OWNER, claimed, payload
 from support.ledger_redis import now_ms

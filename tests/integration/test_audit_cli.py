@@ -13,10 +13,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from ledger.audit import AuditRules, audit_stream
+from ledger.connection import connect
 from ledger.outcomes import new_id
 from ledger.projection import project
 from ledger.recovery import Recoverer
-from ledger.store import LedgerStore, connect
+from ledger.store import LedgerStore
 from schemas.secret import Secret
 from support.angelos_process import ROOT, angelos_command, clean_env
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, OWNER, UNKNOWN

@@ -13,8 +13,9 @@ import pytest
 from faults.harness import Server, server_env, start_servers
 from mcp import Client
 
+from ledger.connection import connect
 from ledger.outcomes import LedgerSettings
-from ledger.store import LedgerStore, connect
+from ledger.store import LedgerStore
 from support.services import Services
 from support.smtp_sink import transactions
 

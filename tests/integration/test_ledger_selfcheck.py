@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from ledger.connection import connect
 from ledger.embedded import start_embedded
 from ledger.outcomes import LedgerSettings, new_id
 from ledger.selfcheck import SelfCheckOptions, self_check
-from ledger.store import LedgerStore, connect
+from ledger.store import LedgerStore
 from support.services import Services
 
 

@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 import pytest
 import redis.asyncio as aioredis
 
+from ledger.connection import connect
 from ledger.embedded import EmbeddedRedis, start_embedded
 from ledger.outcomes import Head, LedgerSettings, new_id
-from ledger.store import LedgerStore, connect
+from ledger.store import LedgerStore
 from schemas.ledger_events import EventData
 from support.ledger import DIGEST, OWNER, claimed, payload
 from support.services import Services
