@@ -28,7 +28,7 @@ from schemas.ledger_events import (
 )
 
 # What recovery must have seen last when it wrote each classification (§8.13 item 9).
-_CLOSED_FROM: Final = {
+CLOSED_FROM: Final = {
     "not_attempted": "claimed",
     "not_submitted": "smtp_attempt_started",
     "unknown": "smtp_commit_point",
@@ -102,18 +102,26 @@ def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) ->
     findings += _rules(pid, entries, events, lifecycle, rules)
     answer = public_status(lifecycle, rules.as_of_ms)
     late = any(event.type == "late_outcome_observed" for event in events)
-    stage = answer.stage if isinstance(answer.stage, str) else ""
-    audit = StreamAudit(
+    reason = investigate_reason(
+        answer.status,
+        flagged=bool(findings),
+        late=late,
+        state=lifecycle.state,
+        claimed_srv_ms=lifecycle.claimed_srv_ms,
+        filing_srv_ms=lifecycle.filing_srv_ms,
+        rules=rules,
+    )
+    return StreamAudit(
         pid=pid,
         events=len(entries),
         status=answer.status,
-        stage=stage,
+        stage=answer.stage if isinstance(answer.stage, str) else "",
         recovered=answer.recovered is True,
         late_outcome=late,
         last_srv_ms=last_srv,
         findings=findings,
+        investigate=reason,
     )
-    return msgspec.structs.replace(audit, investigate=_investigate(audit, lifecycle, rules))
 
 
 def _skew(
@@ -167,7 +175,7 @@ def _rules(
                 )
             if (
                 data.last_lifecycle_type != last_lifecycle
-                or _CLOSED_FROM[data.classification] != last_lifecycle
+                or CLOSED_FROM[data.classification] != last_lifecycle
             ):
                 found.append(
                     Finding(pid, event.seq, "recovery_mismatch", "recovery closed another state")
@@ -185,18 +193,26 @@ def _rules(
     return found
 
 
-def _investigate(audit: StreamAudit, lifecycle: Lifecycle, rules: AuditRules) -> str:
+def investigate_reason(
+    status: str,
+    *,
+    flagged: bool,
+    late: bool,
+    state: str,
+    claimed_srv_ms: int | None,
+    filing_srv_ms: int | None,
+    rules: AuditRules,
+) -> str:
     """Name the reason a person must look at this send (§8.13 item 12), or ""."""
-    if audit.findings:
+    if flagged:
         return "integrity findings"
-    if audit.late_outcome:
+    if late:
         return "late outcome observed after recovery"
-    if audit.status == "unknown":
+    if status == "unknown":
         return "outcome unknown: may have been sent"
-    claimed = lifecycle.claimed_srv_ms
-    if audit.status == "sending" and _older(claimed, rules):
+    if status == "sending" and _older(claimed_srv_ms, rules):
         return "still sending past the recovery grace"
-    if lifecycle.state == "FILING" and _older(lifecycle.filing_srv_ms, rules):
+    if state == "FILING" and _older(filing_srv_ms, rules):
         return "Sent filing open past the recovery grace"
     return ""
 
@@ -276,6 +292,15 @@ class LedgerAudit(Struct, kw_only=True):
     def ok(self) -> bool:
         """Tell whether verification found nothing wrong."""
         return not self.findings
+
+    def merge(self, part: LedgerAudit) -> None:
+        """Fold in the summary of a shard of later pids (as if its streams were added here)."""
+        self.streams += part.streams
+        self.events += part.events
+        for status, count in part.statuses.items():
+            self.statuses[status] = self.statuses.get(status, 0) + count
+        self.findings += part.findings
+        self.investigate += part.investigate
 
     def add(self, audit: StreamAudit, extra: Sequence[Finding] = ()) -> None:
         """Fold one stream's verdict (and its index findings) into the summary."""

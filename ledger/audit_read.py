@@ -74,14 +74,14 @@ STREAM_BATCH: Final = 256  # streams per round trip
 INDEX_BATCH: Final = 20_000  # index entries per round trip
 
 
-class RawItem(Struct, frozen=True, array_like=True):
+class RawItem(Struct, frozen=True, array_like=True, gc=False):
     """One stored stream entry: its ID and the wanted fields in order (None when absent)."""
 
     id: str
     values: tuple[str | None, ...]
 
 
-class IndexEntry(Struct, frozen=True, array_like=True):
+class IndexEntry(Struct, frozen=True, array_like=True, gc=False):
     """One entry of the global index stream: where one event of one send lives."""
 
     id: str

@@ -1,14 +1,17 @@
 """Auditor runs over Redis or an export file: verify, list, export and replay (§8.13).
 
-Reads only. Streams are read in batches through BulkReader, the next batch in flight while the
+Reads only. `verify` scans through ledger.audit_scan (in shards on every core: audit_shards);
+the other runs read streams in batches through BulkReader, the next batch in flight while the
 current one is checked, so Redis and Python work side by side.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Final
 
 import msgspec
@@ -21,21 +24,14 @@ from ledger.audit import (
     StreamAudit,
     audit_stream,
     group_index,
-    index_findings,
     missing_stream_findings,
 )
-from ledger.audit_read import (
-    STREAM_BATCH,
-    BulkReader,
-    IndexEntry,
-    RawItem,
-    missing_fields,
-    to_entry,
-)
+from ledger.audit_read import STREAM_BATCH, BulkReader, RawItem, to_entry
+from ledger.audit_scan import Progress, RawReader, index_entry_of
+from ledger.audit_shards import scan_all
 from ledger.chain import mac_key_id
 from schemas.ledger import LedgerEntry
 
-Progress = Callable[[int, int], None]  # (streams done, events done)
 _PID_CHARS: Final = frozenset("0123456789abcdef")
 
 
@@ -56,45 +52,49 @@ async def verify_ledger(
     *,
     meta_key_id: str = "",
     progress: Progress | None = None,
+    workers: int | None = None,
 ) -> LedgerAudit:
-    """Verify every stream of the namespace and the index against them (§8.13 items 1-12)."""
+    """Verify every stream of the namespace and the index against them (§8.13 items 1-12).
+
+    `workers` processes share the streams (default: one per core when the ledger is large).
+    """
     started = time.perf_counter()
     summary = LedgerAudit()
     if rules.key is not None and meta_key_id and meta_key_id != mac_key_id(rules.key):
         summary.findings.append(
             Finding("", 0, "mac_key_mismatch", "the ledger was sealed with another HMAC key")
         )
-    index = await reader.index()
-    summary.index_entries = len(index)
-    by_pid = group_index(index)
-    pids = sorted(set(await reader.stream_pids()))
-    async for batch_pids, groups in _batches(reader, pids):
-        for pid, items in zip(batch_pids, groups, strict=True):
-            audit, extra = _check(pid, items, by_pid.pop(pid, []), rules)
-            summary.add(audit, extra)
-        if progress is not None:
-            progress(summary.streams, summary.events)
-    for pid, indexed in sorted(by_pid.items()):
-        if not items_are_pid(pid):
-            summary.findings.append(Finding(pid, 0, "index_malformed", "index names no pid"))
-            continue
-        summary.findings += missing_stream_findings(pid, indexed, rules)
+    with _no_gc_passes():
+        async with RawReader(reader.client, reader.keys) as raw:
+            summary.index_entries, by_pid = await raw.index_groups()
+        pids = sorted(set(await reader.stream_pids()))
+        shards = await scan_all(reader.client, reader.keys, pids, by_pid, rules, progress, workers)
+        for part in shards:
+            summary.merge(part)
+        scanned = {pid.encode("latin-1") for pid in pids}
+        for key, listed in sorted(by_pid.items()):
+            if key in scanned:
+                continue
+            pid = key.decode("latin-1")
+            if not items_are_pid(pid):
+                summary.findings.append(Finding(pid, 0, "index_malformed", "index names no pid"))
+                continue
+            indexed = [index_entry_of(entry) for entry in listed]
+            summary.findings += missing_stream_findings(pid, indexed, rules)
     summary.elapsed_s = time.perf_counter() - started
     return summary
 
 
-def _check(
-    pid: str, items: Sequence[RawItem], indexed: Sequence[IndexEntry], rules: AuditRules
-) -> tuple[StreamAudit, list[Finding]]:
-    extra: list[Finding] = []
-    for position, item in enumerate(items, start=1):
-        lacking = missing_fields(item)
-        if lacking:
-            extra.append(Finding(pid, position, "missing_field", "lacks " + ",".join(lacking)))
-    entries = [to_entry(pid, item) for item in items]
-    audit = audit_stream(pid, entries, rules)
-    extra += index_findings(pid, entries, indexed, rules)
-    return audit, extra
+@contextlib.contextmanager
+def _no_gc_passes() -> Iterator[None]:
+    """Pause the cyclic GC: a scan holds millions of acyclic objects it would walk in vain."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 async def _batches(
