@@ -29,7 +29,7 @@ class LedgerSettings(Struct, frozen=True, kw_only=True):
     prepare_ttl_ms: int = DEFAULT_PREPARE_TTL_MS
     hmac_key: Secret | None = None  # ANGELOS_LEDGER_HMAC_KEY, 64 hex
     write_attempts: int = 3  # tries of an idempotent (eid-carrying) write on a lost reply
-    batching: bool = False  # opt-in: coalesce script calls of one loop turn into one pipeline
+    batching: bool = True  # coalesce script calls of one loop turn into pipelines (runner.py)
 
 
 class Head(Struct, frozen=True):

@@ -15,6 +15,7 @@ from ledger.lifecycle import STATES, State, fold
 from ledger.lifecycle import advance as advance_state
 from ledger.outcomes import Head, new_id
 from ledger.projection import project
+from ledger.runner import MAX_BATCH
 from ledger.store import LedgerStore
 from schemas.ledger import EventRejected, InvalidTransition, LedgerEntry
 from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
@@ -199,6 +200,32 @@ class TestScriptRunner:
             prepared_send(store),
         )
         assert "appended" == outcomes[0].result
+
+    async def test_a_call_cancelled_before_its_pipeline_leaves_is_never_sent(
+        self, client: aioredis.Redis, namespace: str
+    ) -> None:
+        store = make_store(client, namespace, batching=True)
+        pid, head = await claimed_send(store)
+        doomed = asyncio.create_task(
+            store.append(pid, head, ATTEMPT, actor=DISPATCHER, eid=new_id())
+        )
+        kept = asyncio.create_task(store.append(pid, head, ATTEMPT, actor=DISPATCHER, eid=new_id()))
+        await asyncio.sleep(0)  # both calls are queued for the same flush, which has not run yet
+        doomed.cancel()
+        assert "appended" == (await kept).result
+        with pytest.raises(asyncio.CancelledError):
+            await doomed
+        _, entries = await store.read(pid)
+        assert ["prepared", "claimed", "smtp_attempt_started"] == [entry.t for entry in entries]
+
+    async def test_more_calls_than_one_pipeline_holds_all_land(
+        self, client: aioredis.Redis, namespace: str
+    ) -> None:
+        store = make_store(client, namespace, batching=True)
+        sends = await asyncio.gather(*(prepared_send(store) for _ in range(5 * MAX_BATCH + 3)))
+        _, entries = await store.read(sends[-1][0])
+        assert ["prepared"] == [entry.t for entry in entries]
+        assert len(sends) == len({pid for pid, _ in sends})
 
 
 class TestIndex:
