@@ -7,9 +7,10 @@ Not a test. Run it against the Redis of scripts/test-services (AOF, appendfsync 
 
 It prints lifecycles/s and p50/p99 per append for one send at a time and for many sends in
 flight on one event loop (each send's appends strictly one after another, as the dispatcher
-does), with the store's batching (group commit of one loop turn into one pipeline) off and on,
-plus the Python-side cost per append and the server's time per EVALSHA, so the bottleneck is
-visible. Every figure is measured here; nothing is estimated.
+does), with the store's batching (group commit: calls of one loop turn leave as pipelines of
+ledger.runner.MAX_BATCH) off and on, plus the CPU seconds this process and redis-server spent
+per lifecycle, the Python-side cost per append and the server's time per EVALSHA, so the
+bottleneck is visible. Every figure is measured here; nothing is estimated.
 """
 
 from __future__ import annotations
@@ -104,6 +105,13 @@ def python_cost(rounds: int) -> float:
     return (time.perf_counter() - start) / rounds
 
 
+def redis_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the redis-server process has used so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
@@ -112,7 +120,7 @@ def pct(values: list[float], q: float) -> float:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lifecycles", type=int, default=2000)
-    parser.add_argument("--in-flight", type=int, nargs="*", default=[1, 16, 64, 256])
+    parser.add_argument("--in-flight", type=int, nargs="*", default=[1, 64, 256])
     parser.add_argument(
         "--batching", choices=["on", "off", "both"], default="both",
         help="coalesce script calls of one loop turn into one pipeline (LedgerSettings.batching)",
@@ -124,6 +132,7 @@ async def main() -> None:
     client = connect(url, max_connections=1024)
     namespace = f"bench-{new_id()[:8]}"
     info = await client.info("server")
+    server_pid = int(info.get("process_id", 0))
     fsync = (await client.config_get("appendfsync")).get("appendfsync")
     print(f"redis {info['redis_version']}, appendfsync {fsync!r}, python {sys.version.split()[0]}")
     cost = python_cost(20_000)
@@ -137,12 +146,16 @@ async def main() -> None:
             print(f"batching {'on' if batching else 'off'}:")
             for in_flight in args.in_flight:
                 total = args.lifecycles if in_flight > 1 else min(args.lifecycles, 1000)
+                cpu0, server0 = time.process_time(), redis_cpu_s(server_pid)
                 elapsed, lat = await run(store, total, in_flight)
+                cpu = (time.process_time() - cpu0) / total * 1e6
+                server = (redis_cpu_s(server_pid) - server0) / total * 1e6
                 rate = total / elapsed
                 print(
                     f"  in flight {in_flight:4d}: {total} lifecycles in {elapsed:6.2f} s = "
                     f"{rate:7.0f} lifecycles/s ({rate * 5:7.0f} appends/s); per append "
-                    f"p50 {pct(lat, 0.50):7.3f} ms, p99 {pct(lat, 0.99):7.3f} ms"
+                    f"p50 {pct(lat, 0.50):7.3f} ms, p99 {pct(lat, 0.99):7.3f} ms; CPU per "
+                    f"lifecycle: this process {cpu:4.0f} us, redis-server {server:4.0f} us"
                 )
         stats = await client.info("commandstats")
         evalsha = stats.get("cmdstat_evalsha", {})
