@@ -63,9 +63,8 @@ def decode_arguments(tool: ToolSpec, arguments: object) -> msgspec.Struct:
 
 def action_name(args: msgspec.Struct) -> str:
     """Name the action of decoded arguments ('' for tools without actions)."""
-    tag = msgspec.inspect.type_info(type(args))
-    assert isinstance(tag, msgspec.inspect.StructType)
-    return tag.tag if isinstance(tag.tag, str) else ""
+    tag = args.__struct_config__.tag  # not msgspec.inspect: that rebuilds type info per call
+    return tag if isinstance(tag, str) else ""
 
 
 def check_access(app: AppContext, tool: ToolSpec, principal: Principal, args: object) -> None:
