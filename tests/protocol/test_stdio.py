@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -97,6 +97,61 @@ class TestStdioSession:
         assert body is not None and "deployment_disabled" == body["error_code"]
         assert "disabled by the server operator" in body["error"]
         assert result.meta is None or "mcp/www_authenticate" not in result.meta
+
+
+class TestStdinKinds:
+    """Pipes are served on the event loop; a regular file falls back to the SDK's reader."""
+
+    REQUESTS: ClassVar[list[dict[str, Any]]] = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "file", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "mail_query", "arguments": {"action": "folders", "bogus": 1}}},
+    ]  # fmt: skip
+
+    def test_requests_read_from_a_regular_file_are_answered(
+        self, env: dict[str, str], tmp_path: Any
+    ) -> None:
+        # At EOF the SDK stops serving, so only the handshake's answer is certain here.
+        requests = tmp_path / "requests.jsonl"
+        requests.write_text(json.dumps(self.REQUESTS[0]) + "\n")
+        with requests.open("rb") as stdin:
+            proc = subprocess.run(
+                angelos_command("serve", "--transport", "stdio"),
+                env=clean_env(env), cwd=ROOT, stdin=stdin, capture_output=True, timeout=60,
+            )  # fmt: skip
+        assert 0 == proc.returncode, proc.stderr.decode()[-2000:]
+        (answer,) = map(json.loads, proc.stdout.splitlines())
+        assert 1 == answer["id"] and "angelos" == answer["result"]["serverInfo"]["name"]
+
+    def test_requests_through_a_pipe_with_an_unparseable_line_are_answered(
+        self, env: dict[str, str]
+    ) -> None:
+        lines = [json.dumps(r) for r in self.REQUESTS]
+        lines.insert(2, "not json at all")
+        proc = subprocess.Popen(
+            angelos_command("serve", "--transport", "stdio"),
+            env=clean_env(env), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write("\n".join(lines).encode() + b"\n")
+            proc.stdin.flush()
+            answers: dict[int, Any] = {}
+            while len(answers) < 3:
+                message = json.loads(proc.stdout.readline())
+                if "id" in message:
+                    answers[message["id"]] = message
+            proc.stdin.close()
+            assert 0 == proc.wait(timeout=30)
+        finally:
+            proc.kill()
+        assert 6 == len(answers[2]["result"]["tools"])
+        assert answers[3]["result"]["isError"] is True
 
 
 class TestStdioStartup:
