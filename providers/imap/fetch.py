@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Final
 
 from providers.imap import codec, responses
 from providers.imap.responses import Atom, ImapResponse, Token
@@ -13,6 +15,18 @@ from schemas.mailbox import Reference
 from schemas.search import bound_flags
 
 MAX_FLAG_BYTES = 256
+# RFC 3501 date-time; parsed by hand: strptime is slow and its %b follows the process locale.
+_INTERNALDATE: Final = re.compile(
+    rb" ?(\d{1,2})-([A-Za-z]{3})-(\d{4}) (\d{2}):(\d{2}):(\d{2}) ([+-])(\d{2})(\d{2})"
+)
+_MONTHS: Final = {
+    name: number
+    for number, name in enumerate(
+        (b"jan", b"feb", b"mar", b"apr", b"may", b"jun", b"jul", b"aug", b"sep", b"oct", b"nov",
+         b"dec"),
+        start=1,
+    )
+}  # fmt: skip
 FetchAttrs = dict[str, Token]
 
 
@@ -66,9 +80,18 @@ def internal_date(attrs: FetchAttrs) -> datetime | None:
     value = attrs.get("INTERNALDATE")
     if not isinstance(value, bytes):
         return None
+    found = _INTERNALDATE.fullmatch(value)
+    month = _MONTHS.get(found.group(2).lower()) if found else None
+    if found is None or month is None:
+        return None
+    day, _, year, hour, minute, second, sign, off_h, off_m = found.groups()
+    offset = timedelta(hours=int(off_h), minutes=int(off_m))
     try:
-        return datetime.strptime(value.decode("ascii"), "%d-%b-%Y %H:%M:%S %z")
-    except (UnicodeDecodeError, ValueError):
+        zone = timezone(-offset if sign == b"-" else offset)
+        return datetime(
+            int(year), month, int(day), int(hour), int(minute), int(second), tzinfo=zone
+        )
+    except ValueError:  # 31-Feb, hour 25, an offset of a day or more
         return None
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import msgspec
 import pytest
 
-from providers.imap.fetch import parse_fetch
+from providers.imap.fetch import internal_date, parse_fetch
 from providers.imap.responses import ImapResponse
 from providers.imap.summaries import rfc3339, summarize
 from schemas.mailbox import Reference
@@ -243,3 +243,26 @@ class TestPageJson:
         body = structured(page)
         assert {"folder": "INBOX", "uid_validity": 1712345678, "uid": 912} == body["anchor"]
         assert COVERAGE_NOTE == body["coverage"]
+
+
+class TestInternalDate:
+    @pytest.mark.parametrize(
+        ("raw", "expected"),
+        [
+            (b"17-Jul-1996 02:44:25 -0700", "1996-07-17T02:44:25-07:00"),
+            (b" 5-jan-2026 10:00:00 +0000", "2026-01-05T10:00:00+00:00"),
+            (b"05-DEC-2026 23:59:59 +0530", "2026-12-05T23:59:59+05:30"),
+        ],
+    )
+    def test_rfc3501_date_times_parse_whatever_the_locale(self, raw: bytes, expected: str) -> None:
+        parsed = internal_date({"INTERNALDATE": raw})
+        assert parsed is not None and expected == parsed.isoformat()
+
+    @pytest.mark.parametrize(
+        "raw",
+        [b"31-Feb-2026 10:00:00 +0000", b"05-Foo-2026 10:00:00 +0000",
+         b"05-Jan-2026 25:00:00 +0000", b"05-Jan-2026 10:00:00 +2400", b"05-Jan-2026 10:00:00",
+         b"", b"\xff"],
+    )  # fmt: skip
+    def test_anything_else_is_no_date(self, raw: bytes) -> None:
+        assert internal_date({"INTERNALDATE": raw}) is None
