@@ -1,8 +1,10 @@
 """Read-path benchmark: the MCP server over stdio versus the same IMAP commands sent directly.
 
 Run under the test peers:  scripts/test-services run -- .venv/bin/python bench/read_path.py
-Each round is (search 100 rows, read 10, read_many 10) on a 1,000-message folder. The two
-paths alternate round by round in one run and the ratio of medians is printed (target ≤ 1.15).
+Each round is (search 100 rows, read 10, read_many 10) on a 1,000-message folder. Three paths
+alternate round by round in one run: the server over stdio driven by a bare JSON-RPC client
+(the server's own cost), the same through mcp's Client (adds the SDK client's pydantic work),
+and the same IMAP commands sent directly; the ratios of medians are printed (target ≤ 1.15).
 A second part reports the peak RSS of a server process answering read_many of ten messages
 near 5 MiB (target ≤ 150 MiB).
 """
@@ -90,23 +92,82 @@ async def direct_round(imap: aioimaplib.IMAP4_SSL, folder: str, uids: list[int])
     return time.perf_counter() - started
 
 
-async def mcp_round(client: Client, folder: str) -> float:
+Answer = tuple[dict[str, Any], bool]  # (structured content, is_error)
+
+
+class SdkCaller:
+    """Tool calls through mcp's own Client (pydantic models on the client side too)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> Answer:
+        result = await self.client.call_tool(name, arguments)
+        return result.structured_content or {}, result.is_error
+
+
+class LeanCaller:
+    """Tool calls as bare JSON-RPC lines on the server's pipes: the server's cost, little else."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.next_id = 0
+
+    @classmethod
+    async def start(cls, env: dict[str, str]) -> LeanCaller:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "service.cli", "serve", env=env, cwd=str(ROOT),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, limit=64 * 1024 * 1024,
+        )  # fmt: skip
+        caller = cls(proc)
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+        await caller.request(
+            "initialize", {**hello, "clientInfo": {"name": "bench", "version": "0"}}
+        )
+        await caller.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return caller
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        await self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        assert self.proc.stdout is not None
+        while True:
+            message = json.loads(await self.proc.stdout.readline())
+            if message.get("id") == self.next_id:
+                return dict(message["result"])
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> Answer:
+        result = await self.request("tools/call", {"name": name, "arguments": arguments})
+        return result.get("structuredContent") or {}, bool(result.get("isError"))
+
+    async def aclose(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        await self.proc.wait()
+
+
+async def mcp_round(client: SdkCaller | LeanCaller, folder: str) -> float:
     """One round through the MCP server: search 100, read 10, read_many 10."""
     started = time.perf_counter()
-    page = await client.call_tool(
+    body, failed = await client.call(
         "mail_query", {"action": "search", "search": {"folder": folder, "limit": 100}}
     )
-    body = page.structured_content
-    assert body is not None and not page.is_error, body
+    assert not failed, body
     refs = [
         {"folder": body["folder"], "uid_validity": body["uid_validity"], "uid": row["uid"]}
         for row in body["messages"]
     ]
     for ref in refs[:10]:
-        result = await client.call_tool("mail_query", {"action": "read", "reference": ref})
-        assert not result.is_error
-    batch = await client.call_tool("mail_query", {"action": "read_many", "references": refs[10:20]})
-    assert not batch.is_error
+        _, failed = await client.call("mail_query", {"action": "read", "reference": ref})
+        assert not failed
+    _, failed = await client.call("mail_query", {"action": "read_many", "references": refs[10:20]})
+    assert not failed
     return time.perf_counter() - started
 
 
@@ -125,43 +186,48 @@ async def compare_via(
         command=sys.executable, args=["-m", "service.cli", "serve"], env=env, cwd=str(ROOT)
     )
     imap = await open_session(replace(services, imap_port=port))
-    mcp_times: list[float] = []
-    direct_times: list[float] = []
-    call_times: list[float] = []
+    times: dict[str, list[float]] = {"sdk": [], "lean": [], "direct": [], "call": []}
+    lean = await LeanCaller.start(env)
     try:
         async with Client(target) as client:
+            sdk = SdkCaller(client)
             for _ in range(3):  # warm-up: imports, pooled session, page cache
-                await mcp_round(client, folder)
+                await mcp_round(sdk, folder)
+                await mcp_round(lean, folder)
                 await direct_round(imap, folder, uids)
-            for _ in range(rounds):
-                mcp_times.append(await mcp_round(client, folder))
-                direct_times.append(await direct_round(imap, folder, uids))
-                call_times.extend([await bare_call(client) for _ in range(CALLS_PER_ROUND)])
+            for _ in range(rounds):  # the three paths alternate round by round
+                times["sdk"].append(await mcp_round(sdk, folder))
+                times["lean"].append(await mcp_round(lean, folder))
+                times["direct"].append(await direct_round(imap, folder, uids))
+                times["call"] += [await bare_call(lean) for _ in range(CALLS_PER_ROUND)]
     finally:
+        await lean.aclose()
         await close_session(imap)
-    mcp_ms = statistics.median(mcp_times) * 1000
-    direct_ms = statistics.median(direct_times) * 1000
+    ms = {name: statistics.median(values) * 1000 for name, values in times.items()}
+    direct_ms = ms["direct"]
     path = f"IMAP through a proxy adding {rtt_ms:g} ms round trip" if rtt_ms else "loopback IMAP"
     print(f"\n{path}; {rounds} rounds of search 100 rows + read 10 + read_many 10")
-    print(f"MCP over stdio: median {mcp_ms:.2f} ms/round")
     print(f"direct aioimaplib, one connection: median {direct_ms:.2f} ms/round")
-    print(f"ratio MCP/direct: {mcp_ms / direct_ms:.2f}x (target <= 1.15x)")
-    call_ms = statistics.median(call_times) * 1000
-    floor = (direct_ms + CALLS_PER_ROUND * call_ms) / direct_ms
+    for name, label in (("lean", "bare JSON-RPC client"), ("sdk", "mcp's Client")):
+        print(
+            f"MCP over stdio, {label}: median {ms[name]:.2f} ms/round, ratio to direct "
+            f"{ms[name] / direct_ms:.2f}x (target <= 1.15x)"
+        )
+    floor = (direct_ms + CALLS_PER_ROUND * ms["call"]) / direct_ms
     print(
-        f"one MCP call that never reaches IMAP: median {call_ms:.2f} ms; {CALLS_PER_ROUND} calls "
-        f"per round put the transport-only floor of the ratio at {floor:.2f}x"
+        f"one MCP call that never reaches IMAP (bare client): median {ms['call']:.2f} ms; "
+        f"{CALLS_PER_ROUND} calls per round put the transport-only floor at {floor:.2f}x"
     )
 
 
 CALLS_PER_ROUND = 12  # search + 10 reads + read_many
 
 
-async def bare_call(client: Client) -> float:
+async def bare_call(client: LeanCaller) -> float:
     """Time one call the server refuses at decoding: the protocol cost without any IMAP."""
     started = time.perf_counter()
-    result = await client.call_tool("mail_query", {"action": "folders", "bench": 1})
-    assert result.is_error
+    _, failed = await client.call("mail_query", {"action": "folders", "bench": 1})
+    assert failed
     return time.perf_counter() - started
 
 
