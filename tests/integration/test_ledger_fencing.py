@@ -13,11 +13,11 @@ import redis.asyncio as aioredis
 from ledger.chain import verified_events
 from ledger.lifecycle import STATES, State, fold
 from ledger.lifecycle import advance as advance_state
-from ledger.outcomes import Head, new_id
+from ledger.outcomes import AppendOutcome, Head, new_id
 from ledger.projection import project
 from ledger.runner import MAX_BATCH
 from ledger.store import LedgerStore
-from schemas.ledger import EventRejected, InvalidTransition, LedgerEntry
+from schemas.ledger import EventRejected, InvalidTransition, LedgerEntry, LedgerUnavailable
 from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
 from support.ledger import (
     ACCEPTED,
@@ -217,6 +217,26 @@ class TestScriptRunner:
             await doomed
         _, entries = await store.read(pid)
         assert ["prepared", "claimed", "smtp_attempt_started"] == [entry.t for entry in entries]
+
+    async def test_an_error_reply_fails_only_its_own_call_in_a_batch(
+        self, client: aioredis.Redis, namespace: str
+    ) -> None:
+        store = make_store(client, namespace, batching=True)
+        sends = [await claimed_send(store) for _ in range(3)]
+        broken = sends[1][0]
+        await client.delete(store.keys.stream(broken))
+        await client.set(store.keys.stream(broken), b"not a stream")  # XRANGE answers WRONGTYPE
+        outcomes = await asyncio.gather(
+            *(store.append(pid, h, ATTEMPT, actor=DISPATCHER, eid=new_id()) for pid, h in sends),
+            return_exceptions=True,
+        )
+        first, failed, third = outcomes
+        assert isinstance(failed, LedgerUnavailable)
+        assert isinstance(first, AppendOutcome) and isinstance(third, AppendOutcome)
+        assert ("appended", "appended") == (first.result, third.result)
+        assert first.head is not None  # the shared connection stayed in step: it writes on
+        again = await store.append(sends[0][0], first.head, COMMIT, actor=DISPATCHER, eid=new_id())
+        assert "appended" == again.result
 
     async def test_more_calls_than_one_pipeline_holds_all_land(
         self, client: aioredis.Redis, namespace: str
