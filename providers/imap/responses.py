@@ -39,6 +39,8 @@ class Atom(str):
 Token: TypeAlias = "Atom | bytes | list[Token] | None"  # None is NIL
 
 _LITERAL_TAIL = re.compile(rb"\{(\d+)\+?\}$")
+# A SEARCH answer is usually one plain line of numbers: split it instead of tokenizing.
+_PLAIN_SEARCH = re.compile(rb"SEARCH((?: [0-9]+)*)(?: \(MODSEQ [0-9]+\))?", re.IGNORECASE)
 
 
 def _malformed() -> ServiceUnavailable:
@@ -425,6 +427,10 @@ def parse_search(response: ImapResponse) -> list[int]:
     for group in group_responses(response.lines):
         head = group[0]
         if head[:6].upper() != b"SEARCH":
+            continue
+        plain = _PLAIN_SEARCH.fullmatch(head) if len(group) == 1 else None
+        if plain is not None:
+            found += map(int, plain.group(1).split())
             continue
         for token in tokenize(group)[1:]:
             if isinstance(token, list):

@@ -251,6 +251,23 @@ class TestSelectAndStatus:
         assert responses.parse_search(response) == [2, 5, 9]
         assert responses.parse_search(ImapResponse("OK", b"ok", [b"SEARCH"])) == []
 
+    @given(
+        st.lists(st.integers(min_value=1, max_value=2**32 - 1), max_size=60),
+        st.sampled_from([b"SEARCH", b"search", b"Search"]),
+        st.one_of(st.none(), st.integers(min_value=0, max_value=2**63 - 1)),
+    )
+    def test_search_numbers_of_any_plain_answer(
+        self, uids: list[int], word: bytes, modseq: int | None
+    ) -> None:
+        line = b" ".join([word, *(str(u).encode() for u in uids)])
+        if modseq is not None:
+            line += b" (MODSEQ %d)" % modseq
+        assert uids == responses.parse_search(ImapResponse("OK", b"ok", [line]))
+
+    def test_a_search_answer_with_a_stray_word_is_still_refused(self) -> None:
+        with pytest.raises(ServiceUnavailable):
+            responses.parse_search(ImapResponse("OK", b"ok", [b"SEARCH 2 x 9"]))
+
 
 class TestCleanText:
     def test_controls_dropped_and_cut_on_a_character_boundary(self) -> None:
