@@ -12,30 +12,25 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar, Final, Literal, Union, cast
+from typing import Any, Final, NamedTuple
 
 import msgspec
-from msgspec import Meta, Struct
 
 from ledger.audit import CLOSED_FROM, AuditRules, StreamAudit, investigate_reason
+from ledger.audit_events import DECODER, ENCODER, valid_text
 from ledger.chain import HASH_DOMAIN, event_mac, genesis
-from ledger.lifecycle import TRANSITIONS, Rule, State, guards_hold
+from ledger.lifecycle import STATES, TRANSITIONS, Rule, guards_hold
 from schemas.ledger import PUBLIC_STAGES
 from schemas.ledger_events import (
     ANNOTATION_TYPES,
-    DATA_CLASSES,
     DISPATCH_TERMINAL_TYPES,
     MAX_ENTRIES,
     MAX_MESSAGE_ID_BYTES,
-    Actor,
     Claimed,
     DispatchAborted,
     EventData,
-    Hex32,
-    Int53,
     Prepared,
     RecoveryClassified,
-    SentFilingFailed,
     SmtpAccepted,
     SmtpOutcomeUnknown,
     SmtpRejected,
@@ -45,12 +40,44 @@ from schemas.ledger_events import (
 # an index entry likewise, with the fields pid, seq, t, h.
 Entry = Sequence[Any]
 
-_IDS: Final = tuple(b"0-%d" % n for n in range(MAX_ENTRIES + 1))
+# What the pass compares each entry's ID and field names with, by position.
+_HEADS: Final = tuple((b"0-%d" % n, b"e", b"h", b"t", b"eid", b"srv_ms") for n in range(129))
 _SEQS: Final = tuple(b"%d" % n for n in range(MAX_ENTRIES + 1))
 _PID_CHARS: Final = frozenset("0123456789abcdef")
-_RULES: Final[dict[str, dict[str, Rule]]] = {}
-for (_state, _kind), _rule in TRANSITIONS.items():
-    _RULES.setdefault(_state, {})[_kind] = _rule
+# What a step of the fold must do beyond moving the state (see _sound).
+_PREPARED, _CLAIMED, _TERMINAL, _FILING_STARTED, _FILING_FAILED, _LATE = range(1, 7)
+
+
+class _Step(NamedTuple):
+    """One allowed (state, event type) of ledger.lifecycle, compiled for the fast pass."""
+
+    to: str  # "" for an annotation: the state stays
+    guarded: Rule | None  # the rule whose data guards must hold, when it has any
+    need: str
+    action: int
+
+
+def _compile_steps() -> dict[str, dict[str, _Step]]:
+    actions = {
+        "prepared": _PREPARED,
+        "claimed": _CLAIMED,
+        "sent_filing_started": _FILING_STARTED,
+        "sent_filing_failed": _FILING_FAILED,
+        **dict.fromkeys(DISPATCH_TERMINAL_TYPES, _TERMINAL),
+    }
+    steps: dict[str, dict[str, _Step]] = {state: {} for state in STATES}
+    for (source, kind), rule in TRANSITIONS.items():
+        guarded = rule if rule.when else None
+        steps[source][kind] = _Step(rule.to, guarded, rule.need, actions.get(kind, 0))
+    for source in STATES:
+        if source != "NONE":  # an annotation needs a prepared stream, then never moves the state
+            for kind in ANNOTATION_TYPES:
+                late = _LATE if kind == "late_outcome_observed" else 0
+                steps[source][kind] = _Step("", None, "", late)
+    return steps
+
+
+_STEPS: Final = _compile_steps()
 # public_status (ledger.projection) for the states a sound fold ends in; PREPARED depends on time.
 _STATUS: Final = {
     "EXPIRED": "expired",
@@ -73,50 +100,6 @@ _STAGED: Final = (
 _MAX_EXPIRES_MS: Final = 253_402_300_799_999  # as ledger.projection checks
 
 
-class _Envelope(Struct, frozen=True, forbid_unknown_fields=True, gc=False, tag_field="type"):
-    """The event envelope with its `type` as the tag that picks the data class.
-
-    `pid` and `prev` are plain text here: the pass compares them with the stream's pid and the
-    previous hash, which already fit the Hex32/Hex64 patterns, so equality implies the pattern.
-    """
-
-    KIND: ClassVar[str] = ""
-    KIND_BYTES: ClassVar[bytes] = b""
-    v: Literal[1]
-    pid: str
-    seq: Annotated[int, Meta(ge=1, le=MAX_ENTRIES)]
-    eid: Hex32
-    prev: str
-    at_ms: Int53
-    actor: Actor
-    data: Any  # each tagged subclass narrows it to its data class
-
-
-def _tagged(kind: str, data: type) -> type[_Envelope]:
-    return cast(
-        type[_Envelope],
-        msgspec.defstruct(
-            f"_Event_{kind}",
-            [("data", data)],
-            bases=(_Envelope,),
-            tag=kind,
-            namespace={"KIND": kind, "KIND_BYTES": kind.encode("ascii")},
-            frozen=True,
-            forbid_unknown_fields=True,
-            gc=False,
-        ),
-    )
-
-
-_EVENT_CLASSES: Final = tuple(_tagged(kind, cls) for kind, cls in DATA_CLASSES.items())
-# One decode validates the envelope and the data in C; re-encoding sorted proves canonical form
-# exactly as schemas.ledger.decode_event does (same constraints, same encoder settings).
-_DECODER: Final[msgspec.json.Decoder[_Envelope]] = msgspec.json.Decoder(
-    Union[_EVENT_CLASSES]  # noqa: UP007
-)
-_ENCODER: Final = msgspec.json.Encoder(order="sorted")
-
-
 def sound_audit(
     pid: str, entries: Sequence[Entry], indexed: Sequence[Entry], rules: AuditRules
 ) -> StreamAudit | None:
@@ -136,11 +119,12 @@ def _sound(
     pid: str, entries: Sequence[Entry], indexed: Sequence[Entry], rules: AuditRules
 ) -> StreamAudit | None:
     key, skew_ms, grace_ms = rules.key, rules.skew_ms, rules.grace_ms
-    sha256, encode, decode = hashlib.sha256, _ENCODER.encode, _DECODER.decode
-    rules_from = _RULES
+    sha256, encode, decode = hashlib.sha256, ENCODER.encode, DECODER.decode
+    heads, seqs, steps = _HEADS, _SEQS, _STEPS
+    pid_bytes = pid.encode()
     prev = genesis(pid)
     last_srv = -1
-    state: State = "NONE"
+    state = "NONE"
     prepared: Prepared | None = None
     claimed: Claimed | None = None
     claimed_srv: int | None = None
@@ -149,28 +133,24 @@ def _sound(
     last_type = ""
     late = False
     for position, (entry_id, fields) in enumerate(entries, start=1):
-        listed = indexed[position - 1][1]
-        width = len(fields)
-        if entry_id != _IDS[position] or not (width == 10 or (width == 12 and fields[10] == b"m")):
+        # Unpacking raises ValueError (caught by sound_audit) for any other number of fields.
+        if len(fields) == 10:
+            e_name, e, h_name, h, t_name, t, eid_name, eid, srv_name, srv_text = fields
+            if key is not None:
+                return None
+        else:
+            e_name, e, h_name, h, t_name, t, eid_name, eid, srv_name, srv_text, m_name, m = fields
+            if m_name != b"m":
+                return None
+        if (entry_id, e_name, h_name, t_name, eid_name, srv_name) != heads[position]:
             return None
-        if fields[0] != b"e" or fields[2] != b"h" or fields[4] != b"t":
-            return None
-        if fields[6] != b"eid" or fields[8] != b"srv_ms" or len(listed) != 8:
-            return None
-        e, h, t = fields[1], fields[3], fields[5]
-        if listed[2] != b"seq" or listed[3] != _SEQS[position] or listed[4] != b"t":
-            return None
-        if listed[5] != t or listed[6] != b"h" or listed[7] != h or not e.isascii():
+        listed = [b"pid", pid_bytes, b"seq", seqs[position], b"t", t, b"h", h]
+        if indexed[position - 1][1] != listed or not e.isascii() or not srv_text.isdigit():
             return None
         h_text = h.decode("ascii")
         if sha256(HASH_DOMAIN + e).hexdigest() != h_text:
             return None
-        if key is not None and (
-            width != 12 or not hmac.compare_digest(event_mac(key, h_text).encode(), fields[11])
-        ):
-            return None
-        srv_text = fields[9]
-        if not srv_text.isdigit():
+        if key is not None and not hmac.compare_digest(event_mac(key, h_text).encode(), m):
             return None
         srv = int(srv_text)
         if srv < last_srv:
@@ -180,29 +160,28 @@ def _sound(
             event = decode(e)
         except msgspec.DecodeError:
             return None
-        kind = event.KIND
-        data: EventData = event.data
-        if encode(event) != e or event.seq != position or event.pid != pid:
-            return None
-        if event.prev != prev or event.eid.encode() != fields[7] or event.KIND_BYTES != t:
-            return None
-        if abs(event.at_ms - srv) > skew_ms:
+        if (
+            encode(event) != e
+            or event.seq != position
+            or event.pid != pid
+            or event.prev != prev
+            or event.KIND_BYTES != t
+            or event.eid.encode() != eid
+            or abs(event.at_ms - srv) > skew_ms
+            or not valid_text(event)
+        ):
             return None
         prev = h_text
         # The lifecycle fold of ledger.lifecycle.advance, and the rules of §8.13 items 8-9. The
         # rules read the fold's final claim, filing start and preparation; each can only be set
         # once and before the events the rules check, so checking them in order is the same.
-        if kind in ANNOTATION_TYPES:
-            if state == "NONE":
-                return None
-            late = late or kind == "late_outcome_observed"
-            continue
-        rule = rules_from.get(state, {}).get(kind)
-        if rule is None or (kind == "prepared" and position != 1):
+        step = steps[state].get(event.KIND)
+        if step is None:
             return None
-        if rule.when and not guards_hold(rule, data):
+        to, guarded, need, action = step
+        data: EventData = event.data
+        if guarded is not None and not guards_hold(guarded, data):
             return None
-        need = rule.need
         if need:
             if need == "deadline" and prepared is not None and srv < prepared.expires_ms:
                 return None
@@ -210,43 +189,64 @@ def _sound(
                 return None
             if need == "recovery" and not event.actor.startswith("recovery:"):
                 return None
-        if isinstance(data, Prepared):
-            prepared = data
-        elif isinstance(data, Claimed):
-            if prepared is None or data.confirmed_digest != prepared.digest:
-                return None
-            if srv >= prepared.expires_ms:
-                return None
-            claimed, claimed_srv = data, srv
-        elif kind in DISPATCH_TERMINAL_TYPES:
-            if isinstance(data, RecoveryClassified) and (
-                claimed_srv is None
-                or srv - claimed_srv < grace_ms
-                or data.last_lifecycle_type != last_type
-                or CLOSED_FROM[data.classification] != last_type
-            ):
-                return None
-            terminal = data
-        elif kind == "sent_filing_started":
-            filing_srv = srv
-        elif (
-            isinstance(data, SentFilingFailed)
-            and event.actor.startswith("recovery:")
-            and (filing_srv is None or srv - filing_srv < grace_ms)
-        ):
-            return None
-        state = rule.to
-        last_type = kind
+        if action:
+            if action == _PREPARED:
+                if position != 1 or not isinstance(data, Prepared):
+                    return None
+                prepared = data
+            elif action == _CLAIMED:
+                if not isinstance(data, Claimed) or prepared is None:
+                    return None
+                if data.confirmed_digest != prepared.digest or srv >= prepared.expires_ms:
+                    return None
+                claimed, claimed_srv = data, srv
+            elif action == _TERMINAL:
+                if isinstance(data, RecoveryClassified) and (
+                    claimed_srv is None
+                    or srv - claimed_srv < grace_ms
+                    or data.last_lifecycle_type != last_type
+                    or CLOSED_FROM[data.classification] != last_type
+                ):
+                    return None
+                terminal = data
+            elif action == _FILING_STARTED:
+                filing_srv = srv
+            elif action == _FILING_FAILED:
+                if event.actor.startswith("recovery:") and (
+                    filing_srv is None or srv - filing_srv < grace_ms
+                ):
+                    return None
+            else:  # _LATE
+                late = True
+        if to:
+            state = to
+            last_type = event.KIND
     if prepared is None:
         return None
-    as_of = rules.as_of_ms
-    # public_status of ledger.projection, without the parts StreamAudit does not keep.
+    return _verdict(
+        pid, len(entries), last_srv, late, state, prepared, terminal, claimed_srv, filing_srv, rules
+    )
+
+
+def _verdict(
+    pid: str,
+    events: int,
+    last_srv: int,
+    late: bool,
+    state: str,
+    prepared: Prepared,
+    terminal: EventData | None,
+    claimed_srv: int | None,
+    filing_srv: int | None,
+    rules: AuditRules,
+) -> StreamAudit | None:
+    """public_status of ledger.projection, without the parts StreamAudit does not keep."""
     if len(prepared.message_id) > MAX_MESSAGE_ID_BYTES:  # MessageId admits ASCII only
         return None
     if not 0 < prepared.expires_ms <= _MAX_EXPIRES_MS:
         return None
     if state == "PREPARED":
-        status = "prepared" if as_of < prepared.expires_ms else "expired"
+        status = "prepared" if rules.as_of_ms < prepared.expires_ms else "expired"
     elif state in _STATUS:
         status = _STATUS[state]
     else:
@@ -265,7 +265,7 @@ def _sound(
     )
     return StreamAudit(
         pid=pid,
-        events=len(entries),
+        events=events,
         status=status,
         stage=stage,
         recovered=isinstance(terminal, RecoveryClassified),

@@ -24,15 +24,12 @@ from ledger.audit import (
     StreamAudit,
     audit_stream,
     group_index,
-    missing_stream_findings,
 )
 from ledger.audit_read import STREAM_BATCH, BulkReader, RawItem, to_entry
-from ledger.audit_scan import Progress, RawReader, index_entry_of
-from ledger.audit_shards import scan_all
+from ledger.audit_scan import Progress, items_are_pid
+from ledger.audit_shards import default_workers, verify_all
 from ledger.chain import mac_key_id
 from schemas.ledger import LedgerEntry
-
-_PID_CHARS: Final = frozenset("0123456789abcdef")
 
 
 class MissingStream(Struct, frozen=True, kw_only=True):
@@ -65,22 +62,18 @@ async def verify_ledger(
             Finding("", 0, "mac_key_mismatch", "the ledger was sealed with another HMAC key")
         )
     with _no_gc_passes():
-        async with RawReader(reader.client, reader.keys) as raw:
-            summary.index_entries, by_pid = await raw.index_groups()
-        pids = sorted(set(await reader.stream_pids()))
-        shards = await scan_all(reader.client, reader.keys, pids, by_pid, rules, progress, workers)
-        for part in shards:
-            summary.merge(part)
-        scanned = {pid.encode("latin-1") for pid in pids}
-        for key, listed in sorted(by_pid.items()):
-            if key in scanned:
-                continue
-            pid = key.decode("latin-1")
-            if not items_are_pid(pid):
-                summary.findings.append(Finding(pid, 0, "index_malformed", "index names no pid"))
-                continue
-            indexed = [index_entry_of(entry) for entry in listed]
-            summary.findings += missing_stream_findings(pid, indexed, rules)
+        count = workers if workers is not None else default_workers(await reader.index_length())
+
+        async def list_pids() -> list[str]:
+            return sorted(set(await reader.stream_pids()))
+
+        shards = await verify_all(reader.client, reader.keys, rules, list_pids, count, progress)
+        for shard in shards:
+            summary.merge(shard.summary)
+            summary.index_entries += shard.index_entries
+        for shard in shards:  # index entries whose stream is gone come last, in pid order
+            summary.findings += shard.leftovers
+        del shards  # freed while the GC is off, so it never walks them
     summary.elapsed_s = time.perf_counter() - started
     return summary
 
@@ -110,11 +103,6 @@ async def _batches(
         if position + 1 < len(chunks):
             pending = asyncio.ensure_future(reader.streams(chunks[position + 1]))
         yield chunk, groups
-
-
-def items_are_pid(pid: str) -> bool:
-    """Tell whether a text is a prepared_id (32 lowercase hex)."""
-    return len(pid) == 32 and set(pid) <= _PID_CHARS
 
 
 async def audit_pids(

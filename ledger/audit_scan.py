@@ -10,14 +10,23 @@ Shards are contiguous runs of the sorted pids, so merging them in order keeps ev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
+from msgspec import Struct
 from redis.asyncio.connection import AbstractConnection
 
-from ledger.audit import AuditRules, Finding, LedgerAudit, StreamAudit, audit_stream, index_findings
+from ledger.audit import (
+    AuditRules,
+    Finding,
+    LedgerAudit,
+    StreamAudit,
+    audit_stream,
+    index_findings,
+    missing_stream_findings,
+)
 from ledger.audit_fast import Entry, sound_audit
 from ledger.audit_read import (
     ENTRY_FIELDS,
@@ -36,6 +45,7 @@ from schemas.ledger_events import MAX_ENTRIES
 Progress = Callable[[int, int], None]  # (streams done, events done)
 IndexGroups = dict[bytes, list[Entry]]
 _STREAM_COUNT: Final = MAX_ENTRIES + 1
+_PID_CHARS: Final = frozenset("0123456789abcdef")
 
 
 class RawReader:
@@ -78,8 +88,10 @@ class RawReader:
             return reply
         return {key: entries for key, entries in reply}
 
-    async def index_groups(self) -> tuple[int, IndexGroups]:
-        """Return (count, every index entry grouped by its pid field, in index order)."""
+    async def index_groups(
+        self, low: bytes = b"", high: bytes | None = None
+    ) -> tuple[int, IndexGroups]:
+        """Return (count, index entries grouped by pid, in index order) for low <= pid < high."""
         groups: IndexGroups = {}
         count = 0
         await self._send("XRANGE", self.keys.index, "-", "+", "COUNT", INDEX_BATCH)
@@ -88,10 +100,12 @@ class RawReader:
             if len(page) == INDEX_BATCH:  # Redis reads the next page while this one is grouped
                 start = b"(" + page[-1][0]
                 await self._send("XRANGE", self.keys.index, start, "+", "COUNT", INDEX_BATCH)
-            count += len(page)
             for entry in page:
                 fields = entry[1]
                 pid = fields[1] if _plain_index(fields) else _named(fields, b"pid")
+                if pid < low or (high is not None and pid >= high):
+                    continue
+                count += 1
                 found = groups.get(pid)
                 if found is None:
                     groups[pid] = [entry]
@@ -119,7 +133,56 @@ class RawReader:
         return self._conn
 
 
-async def scan_shard(
+class ShardResult(Struct, kw_only=True):
+    """One shard's share of `verify`: its streams, its index entries without a stream, a count."""
+
+    summary: LedgerAudit
+    leftovers: list[Finding]
+    index_entries: int
+
+
+async def verify_shard(
+    client: aioredis.Redis,
+    keys: LedgerKeys,
+    rules: AuditRules,
+    pids: Awaitable[list[str]],
+    low: bytes = b"",
+    high: bytes | None = None,
+    progress: Progress | None = None,
+) -> ShardResult:
+    """Verify the streams of the sorted `pids` (all in [low, high)) and the index in that range."""
+    async with RawReader(client, keys) as raw:
+        count, by_pid = await raw.index_groups(low, high)
+    scanned = await pids
+    summary = await scan_streams(client, keys, scanned, by_pid, rules, progress)
+    return ShardResult(
+        summary=summary, leftovers=leftover_findings(by_pid, scanned, rules), index_entries=count
+    )
+
+
+def leftover_findings(
+    by_pid: Mapping[bytes, list[Entry]], scanned: Sequence[str], rules: AuditRules
+) -> list[Finding]:
+    """Judge the index entries of pids without a stream, in pid order (§8.13 item 10)."""
+    found: list[Finding] = []
+    streams = {pid.encode("latin-1") for pid in scanned}
+    for key, listed in sorted(by_pid.items()):
+        if key in streams:
+            continue
+        pid = key.decode("latin-1")
+        if not items_are_pid(pid):
+            found.append(Finding(pid, 0, "index_malformed", "index names no pid"))
+            continue
+        found += missing_stream_findings(pid, [index_entry_of(entry) for entry in listed], rules)
+    return found
+
+
+def items_are_pid(pid: str) -> bool:
+    """Tell whether a text is a prepared_id (32 lowercase hex)."""
+    return len(pid) == 32 and set(pid) <= _PID_CHARS
+
+
+async def scan_streams(
     client: aioredis.Redis,
     keys: LedgerKeys,
     pids: Sequence[str],
