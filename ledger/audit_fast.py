@@ -101,27 +101,43 @@ _MAX_EXPIRES_MS: Final = 253_402_300_799_999  # as ledger.projection checks
 
 
 def sound_audit(
-    pid: str, entries: Sequence[Entry], indexed: Sequence[Entry], rules: AuditRules
-) -> StreamAudit | None:
-    """Return the verdict on a sound, fully indexed stream, or None to ask for the full audit."""
-    count = len(entries)
-    if not 0 < count <= MAX_ENTRIES or len(indexed) != count:
-        return None
-    if len(pid) != 32 or not set(pid) <= _PID_CHARS:
+    pid: str, entries: Sequence[Entry], rules: AuditRules
+) -> tuple[StreamAudit, bytes] | None:
+    """Judge a sound stream: (its verdict, the index text it needs), or None when unusual.
+
+    The verdict holds only if the pid's index entries, joined by `index_text`, give the
+    returned bytes; otherwise the caller runs the full audit.
+    """
+    if not 0 < len(entries) <= MAX_ENTRIES or len(pid) != 32 or not set(pid) <= _PID_CHARS:
         return None
     try:
-        return _sound(pid, entries, indexed, rules)
+        return _sound(pid, entries, rules)
     except (ValueError, TypeError, IndexError):  # a malformed reply shape or non-ASCII text
         return None
 
 
+def index_text(indexed: Sequence[Entry]) -> bytes | None:
+    """Join a pid's index entries as sound_audit joins the ones it expects: a count, then the
+    entries' fields (NUL between fields, LF between entries); None unless each has four fields.
+
+    With the count and the field count fixed, equal texts come only from equal fields: no
+    stored value can hide a NUL or LF of the joining.
+    """
+    if any(len(entry[1]) != 8 for entry in indexed):
+        return None
+    return b"%d\n" % len(indexed) + b"\n".join([b"\0".join(entry[1]) for entry in indexed])
+
+
 def _sound(
-    pid: str, entries: Sequence[Entry], indexed: Sequence[Entry], rules: AuditRules
-) -> StreamAudit | None:
+    pid: str, entries: Sequence[Entry], rules: AuditRules
+) -> tuple[StreamAudit, bytes] | None:
     key, skew_ms, grace_ms = rules.key, rules.skew_ms, rules.grace_ms
     sha256, encode, decode = hashlib.sha256, ENCODER.encode, DECODER.decode
     heads, seqs, steps = _HEADS, _SEQS, _STEPS
-    pid_bytes = pid.encode()
+    # The index entries a correct writer leaves, joined as index_text joins stored ones: none of
+    # these values can hold NUL or LF, so equal texts mean equal entries, field by field.
+    expected: list[bytes] = []
+    index_head = b"pid\0" + pid.encode() + b"\0seq\0"
     prev = genesis(pid)
     last_srv = -1
     state = "NONE"
@@ -144,9 +160,9 @@ def _sound(
                 return None
         if (entry_id, e_name, h_name, t_name, eid_name, srv_name) != heads[position]:
             return None
-        listed = [b"pid", pid_bytes, b"seq", seqs[position], b"t", t, b"h", h]
-        if indexed[position - 1][1] != listed or not e.isascii() or not srv_text.isdigit():
+        if not e.isascii() or not srv_text.isdigit():
             return None
+        expected.append(index_head + seqs[position] + b"\0t\0" + t + b"\0h\0" + h)
         h_text = h.decode("ascii")
         if sha256(HASH_DOMAIN + e).hexdigest() != h_text:
             return None
@@ -223,9 +239,10 @@ def _sound(
             last_type = event.KIND
     if prepared is None:
         return None
-    return _verdict(
+    verdict = _verdict(
         pid, len(entries), last_srv, late, state, prepared, terminal, claimed_srv, filing_srv, rules
     )
+    return None if verdict is None else (verdict, b"%d\n" % len(expected) + b"\n".join(expected))
 
 
 def _verdict(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Final
@@ -26,8 +27,15 @@ from ledger.audit import (
     group_index,
 )
 from ledger.audit_read import STREAM_BATCH, BulkReader, RawItem, to_entry
-from ledger.audit_scan import Progress, items_are_pid
-from ledger.audit_shards import default_workers, verify_all
+from ledger.audit_scan import (
+    Progress,
+    RawReader,
+    index_digests,
+    items_are_pid,
+    leftover_findings,
+    merge_scan,
+)
+from ledger.audit_shards import Shards, default_workers
 from ledger.chain import mac_key_id
 from schemas.ledger import LedgerEntry
 
@@ -62,18 +70,21 @@ async def verify_ledger(
             Finding("", 0, "mac_key_mismatch", "the ledger was sealed with another HMAC key")
         )
     with _no_gc_passes():
-        count = workers if workers is not None else default_workers(await reader.index_length())
-
-        async def list_pids() -> list[str]:
-            return sorted(set(await reader.stream_pids()))
-
-        shards = await verify_all(reader.client, reader.keys, rules, list_pids, count, progress)
-        for shard in shards:
-            summary.merge(shard.summary)
-            summary.index_entries += shard.index_entries
-        for shard in shards:  # index entries whose stream is gone come last, in pid order
-            summary.findings += shard.leftovers
-        del shards  # freed while the GC is off, so it never walks them
+        pids = sorted(set(await reader.stream_pids()))
+        count = default_workers(len(pids)) if workers is None else workers
+        digest_key = os.urandom(32)  # known to this run only (see audit_scan.index_digest)
+        shards = Shards(reader.client, reader.keys, pids, rules, digest_key, count)
+        try:
+            async with RawReader(reader.client, reader.keys) as raw:  # while the children work
+                summary.index_entries, by_pid = await raw.index_groups()
+            shards.send_digests(index_digests(by_pid, digest_key))
+            results = await shards.results(progress)
+        finally:
+            shards.close()
+        for (start, end), result in zip(shards.bounds, results, strict=True):
+            await merge_scan(summary, reader, pids[start:end], result, by_pid, rules)
+        summary.findings += leftover_findings(by_pid, rules)
+        del by_pid, results  # freed while the GC is off, so it never walks them
     summary.elapsed_s = time.perf_counter() - started
     return summary
 

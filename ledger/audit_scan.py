@@ -10,6 +10,8 @@ Shards are contiguous runs of the sorted pids, so merging them in order keeps ev
 
 from __future__ import annotations
 
+import collections
+import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -27,7 +29,7 @@ from ledger.audit import (
     index_findings,
     missing_stream_findings,
 )
-from ledger.audit_fast import Entry, sound_audit
+from ledger.audit_fast import Entry, index_text, sound_audit
 from ledger.audit_read import (
     ENTRY_FIELDS,
     INDEX_BATCH,
@@ -88,10 +90,8 @@ class RawReader:
             return reply
         return {key: entries for key, entries in reply}
 
-    async def index_groups(
-        self, low: bytes = b"", high: bytes | None = None
-    ) -> tuple[int, IndexGroups]:
-        """Return (count, index entries grouped by pid, in index order) for low <= pid < high."""
+    async def index_groups(self) -> tuple[int, IndexGroups]:
+        """Return (count, every index entry grouped by its pid field, in index order)."""
         groups: IndexGroups = {}
         count = 0
         await self._send("XRANGE", self.keys.index, "-", "+", "COUNT", INDEX_BATCH)
@@ -103,14 +103,12 @@ class RawReader:
             for entry in page:
                 fields = entry[1]
                 pid = fields[1] if _plain_index(fields) else _named(fields, b"pid")
-                if pid < low or (high is not None and pid >= high):
-                    continue
-                count += 1
                 found = groups.get(pid)
                 if found is None:
                     groups[pid] = [entry]
                 else:
                     found.append(entry)
+            count += len(page)
             if len(page) < INDEX_BATCH:
                 return count, groups
 
@@ -133,42 +131,151 @@ class RawReader:
         return self._conn
 
 
-class ShardResult(Struct, kw_only=True):
-    """One shard's share of `verify`: its streams, its index entries without a stream, a count."""
+class ScanResult(Struct, array_like=True):
+    """What a scan of some streams found, per pid in order, compactly (it crosses a pipe).
 
-    summary: LedgerAudit
-    leftovers: list[Finding]
-    index_entries: int
+    A stream the fast pass judged, and whose index agreed, has its status and event count
+    (and its StreamAudit when it needs investigation). Any other stream has status "": its
+    raw items are in `raw` when the fast pass declined, else it is read again for the full
+    audit (its index disagreed).
+    """
+
+    statuses: list[str]
+    events: list[int]
+    investigate: dict[int, StreamAudit]
+    raw: dict[int, list[RawItem]]
 
 
-async def verify_shard(
+IndexDigests = Callable[[], Awaitable[Sequence[bytes | None]]]  # per pid of a scan, in order
+
+
+def index_digest(text: bytes, key: bytes) -> bytes:
+    """The keyed digest of an index text: without the key, no one can aim for a collision."""
+    return hashlib.blake2b(text, key=key, digest_size=16).digest()
+
+
+def index_digests(by_pid: Mapping[bytes, list[Entry]], key: bytes) -> dict[bytes, bytes]:
+    """Digest each pid's index text (pids whose entries are not plain get none)."""
+    digests: dict[bytes, bytes] = {}
+    for pid, listed in by_pid.items():
+        text = index_text(listed)
+        if text is not None:
+            digests[pid] = index_digest(text, key)
+    return digests
+
+
+async def scan_streams(
     client: aioredis.Redis,
     keys: LedgerKeys,
+    pids: Sequence[str],
     rules: AuditRules,
-    pids: Awaitable[list[str]],
-    low: bytes = b"",
-    high: bytes | None = None,
+    digest_key: bytes,
+    digests_of: IndexDigests,
     progress: Progress | None = None,
-) -> ShardResult:
-    """Verify the streams of the sorted `pids` (all in [low, high)) and the index in that range."""
-    async with RawReader(client, keys) as raw:
-        count, by_pid = await raw.index_groups(low, high)
-    scanned = await pids
-    summary = await scan_streams(client, keys, scanned, by_pid, rules, progress)
-    return ShardResult(
-        summary=summary, leftovers=leftover_findings(by_pid, scanned, rules), index_entries=count
-    )
+) -> ScanResult:
+    """Check the streams of `pids` (sorted), then their index through its digests."""
+    result = ScanResult([], [], {}, {})
+    expected: list[bytes | None] = []
+    chunks = [pids[start : start + STREAM_BATCH] for start in range(0, len(pids), STREAM_BATCH)]
+    prefix = (keys.prefix + "s:").encode()
+    events = 0
+    if chunks:
+        async with RawReader(client, keys) as raw:
+            await raw.send_streams(chunks[0])
+            for position, chunk in enumerate(chunks):
+                streams = await raw.read_streams()
+                if position + 1 < len(chunks):
+                    await raw.send_streams(chunks[position + 1])
+                if streams is None:
+                    _, groups = await BulkReader(client, keys).streams(chunk)
+                    for items in groups:
+                        result.raw[len(result.statuses)] = items
+                        result.statuses.append("")
+                        result.events.append(len(items))
+                        expected.append(None)
+                else:
+                    _judge_chunk(result, expected, chunk, streams, prefix, rules, digest_key)
+                events += sum(result.events[-len(chunk) :])
+                if progress is not None:
+                    progress(len(result.statuses), events)
+    stored = await digests_of()
+    for number, digest in enumerate(expected):
+        if digest is not None and digest != stored[number]:
+            result.statuses[number] = ""  # the index disagrees: the full audit will say how
+            result.investigate.pop(number, None)
+    return result
 
 
-def leftover_findings(
-    by_pid: Mapping[bytes, list[Entry]], scanned: Sequence[str], rules: AuditRules
-) -> list[Finding]:
-    """Judge the index entries of pids without a stream, in pid order (§8.13 item 10)."""
-    found: list[Finding] = []
-    streams = {pid.encode("latin-1") for pid in scanned}
-    for key, listed in sorted(by_pid.items()):
-        if key in streams:
+def _judge_chunk(
+    result: ScanResult,
+    expected: list[bytes | None],
+    chunk: Sequence[str],
+    streams: Mapping[bytes, list[Entry]],
+    prefix: bytes,
+    rules: AuditRules,
+    digest_key: bytes,
+) -> None:
+    for pid in chunk:
+        number = len(result.statuses)
+        entries = streams.get(prefix + pid.encode(), [])
+        judged = sound_audit(pid, entries, rules) if entries else None
+        if judged is None:
+            result.raw[number] = [raw_item_of(entry) for entry in entries]
+            result.statuses.append("")
+            result.events.append(len(entries))
+            expected.append(None)
             continue
+        audit, text = judged
+        result.statuses.append(audit.status)
+        result.events.append(audit.events)
+        expected.append(index_digest(text, digest_key))
+        if audit.investigate:
+            result.investigate[number] = audit
+
+
+async def merge_scan(
+    summary: LedgerAudit,
+    reader: BulkReader,
+    pids: Sequence[str],
+    result: ScanResult,
+    by_pid: dict[bytes, list[Entry]],
+    rules: AuditRules,
+) -> None:
+    """Fold a scan into the summary in pid order (the full audit for every stream without a
+    fast verdict), taking the pids' index entries out of `by_pid`."""
+    if "" not in result.statuses:  # every stream is judged: fold them all at once
+        summary.streams += len(result.statuses)
+        summary.events += sum(result.events)
+        for status, count in collections.Counter(result.statuses).items():  # first-seen order
+            summary.statuses[status] = summary.statuses.get(status, 0) + count
+        summary.investigate += [result.investigate[n] for n in sorted(result.investigate)]
+        for pid in pids:
+            by_pid.pop(pid.encode("latin-1"), None)
+        return
+    for number, pid in enumerate(pids):
+        listed = by_pid.pop(pid.encode("latin-1"), [])
+        status = result.statuses[number]
+        if status:
+            summary.add(_judged(pid, result, number))
+            continue
+        items = result.raw.get(number)
+        if items is None:
+            _, groups = await reader.streams([pid])
+            items = groups[0]
+        summary.add(*full_check(pid, items, [index_entry_of(entry) for entry in listed], rules))
+
+
+def _judged(pid: str, result: ScanResult, number: int) -> StreamAudit:
+    found = result.investigate.get(number)
+    if found is not None:
+        return found
+    return StreamAudit(pid=pid, events=result.events[number], status=result.statuses[number])
+
+
+def leftover_findings(by_pid: Mapping[bytes, list[Entry]], rules: AuditRules) -> list[Finding]:
+    """Judge the index entries left without a stream, in pid order (§8.13 item 10)."""
+    found: list[Finding] = []
+    for key, listed in sorted(by_pid.items()):
         pid = key.decode("latin-1")
         if not items_are_pid(pid):
             found.append(Finding(pid, 0, "index_malformed", "index names no pid"))
@@ -180,56 +287,6 @@ def leftover_findings(
 def items_are_pid(pid: str) -> bool:
     """Tell whether a text is a prepared_id (32 lowercase hex)."""
     return len(pid) == 32 and set(pid) <= _PID_CHARS
-
-
-async def scan_streams(
-    client: aioredis.Redis,
-    keys: LedgerKeys,
-    pids: Sequence[str],
-    by_pid: Mapping[bytes, list[Entry]],
-    rules: AuditRules,
-    progress: Progress | None = None,
-) -> LedgerAudit:
-    """Verify the streams of `pids` (sorted) against their index entries; a partial summary."""
-    summary = LedgerAudit()
-    chunks = [pids[start : start + STREAM_BATCH] for start in range(0, len(pids), STREAM_BATCH)]
-    if not chunks:
-        return summary
-    async with RawReader(client, keys) as raw:
-        await raw.send_streams(chunks[0])
-        for position, chunk in enumerate(chunks):
-            streams = await raw.read_streams()
-            if position + 1 < len(chunks):
-                await raw.send_streams(chunks[position + 1])
-            if streams is None:
-                _, groups = await BulkReader(client, keys).streams(chunk)
-                for pid, items in zip(chunk, groups, strict=True):
-                    listed = by_pid.get(pid.encode("latin-1"), [])
-                    summary.add(*full_check(pid, items, [index_entry_of(e) for e in listed], rules))
-            else:
-                _check_chunk(summary, keys, chunk, streams, by_pid, rules)
-            if progress is not None:
-                progress(summary.streams, summary.events)
-    return summary
-
-
-def _check_chunk(
-    summary: LedgerAudit,
-    keys: LedgerKeys,
-    chunk: Sequence[str],
-    streams: Mapping[bytes, list[Entry]],
-    by_pid: Mapping[bytes, list[Entry]],
-    rules: AuditRules,
-) -> None:
-    for pid in chunk:
-        entries = streams.get(keys.stream(pid).encode(), [])
-        listed = by_pid.get(pid.encode("latin-1"), [])
-        audit = sound_audit(pid, entries, listed, rules) if entries else None
-        if audit is not None:
-            summary.add(audit)
-            continue
-        items = [raw_item_of(entry) for entry in entries]
-        summary.add(*full_check(pid, items, [index_entry_of(e) for e in listed], rules))
 
 
 def full_check(

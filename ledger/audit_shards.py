@@ -1,102 +1,136 @@
-"""Spread the `verify` scan over the machine's cores: one forked process per range of pids.
+"""Spread the `verify` scan over the machine's cores: forked processes check the streams.
 
-Shard k owns the pids (stream keys and index entries alike) in one range of the byte order,
-cut on the hex alphabet. Each child opens its own Redis connection, reads the index keeping its
-range, gets its sorted pids from the parent (which lists the streams meanwhile), scans them and
-sends back its ShardResult; the parent merges the shards in range order, which is today's order
-of findings. Nothing large is shared, so no page is copied on write, and a child ends without
-freeing what it read. Where fork is unavailable, or the ledger is small, one shard runs here.
+The parent lists the streams and forks one child per contiguous run of the sorted pids. While
+the children read and check their streams (audit_scan.scan_streams), the parent reads the index
+and sends each child the digests of its pids' index entries; each child sends back a compact
+ScanResult, and the parent folds them in pid order (merge_scan), which keeps today's order of
+findings. Nothing large crosses the fork or a pipe, and a child ends without freeing what it
+read. Where fork is unavailable, or the ledger is small, the scan runs in this process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
+import itertools
 import multiprocessing
 import os
-from collections.abc import Awaitable, Callable, Sequence
+import threading
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Final
 
 import redis.asyncio as aioredis
 
 from ledger.audit import AuditRules
-from ledger.audit_scan import Progress, ShardResult, verify_shard
+from ledger.audit_read import STREAM_BATCH
+from ledger.audit_scan import IndexDigests, Progress, ScanResult, scan_streams
 from ledger.keys import LedgerKeys
 from schemas.errors import MailError
 from schemas.ledger import LedgerCorrupt, LedgerUnavailable
 
 MAX_WORKERS: Final = 8
-MIN_SHARD_EVENTS: Final = 20_000  # below this per process, a fork costs more than it saves
+MIN_SHARD_STREAMS: Final = 8 * STREAM_BATCH  # below this per process, a fork costs more
 _POLL_S: Final = 0.01
 
-PidLister = Callable[[], Awaitable[list[str]]]  # the sorted pids of every stream
 
-
-def default_workers(events: int) -> int:
-    """How many processes to verify about `events` events with: one per core, if worth it."""
+def default_workers(streams: int) -> int:
+    """How many processes to check `streams` streams with: one per usable core, if worth it."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(MAX_WORKERS, cores or 1, events // MIN_SHARD_EVENTS))
+    return max(1, min(MAX_WORKERS, cores or 1, streams // MIN_SHARD_STREAMS))
 
 
-def boundaries(count: int) -> list[str]:
-    """Cut the pid space into `count` ranges of about equal share of random hex pids."""
-    return [f"{256 * k // count:02x}" for k in range(1, count)]
+def shard_bounds(count: int, shards: int) -> list[tuple[int, int]]:
+    """Cut `count` sorted pids into `shards` contiguous runs of about equal length."""
+    edges = [count * n // shards for n in range(shards + 1)]
+    return list(itertools.pairwise(edges))
 
 
-async def verify_all(
-    client: aioredis.Redis,
-    keys: LedgerKeys,
-    rules: AuditRules,
-    list_pids: PidLister,
-    workers: int,
-    progress: Progress | None = None,
-) -> list[ShardResult]:
-    """Verify in `workers` shards; return their results in pid order."""
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        listing = asyncio.ensure_future(list_pids())  # SCAN while the index is read
-        try:
-            return [await verify_shard(client, keys, rules, listing, progress=progress)]
-        finally:
-            listing.cancel()
-    cuts = boundaries(workers)
-    lows = [b"", *(cut.encode() for cut in cuts)]
-    highs: list[bytes | None] = [*(cut.encode() for cut in cuts), None]
-    context = multiprocessing.get_context("fork")
-    pipes: list[Connection] = []
-    children: list[multiprocessing.process.BaseProcess] = []
-    try:
-        for low, high in zip(lows, highs, strict=True):
+class Shards:
+    """Stream checks running in forked children (or, with one shard, later in this process)."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: LedgerKeys,
+        pids: Sequence[str],
+        rules: AuditRules,
+        digest_key: bytes,
+        workers: int,
+    ) -> None:
+        self.client, self.keys, self.pids = client, keys, pids
+        self.rules, self.digest_key = rules, digest_key
+        self.bounds = shard_bounds(len(pids), max(1, workers))
+        self._digests: dict[bytes, bytes] = {}
+        self._senders: list[threading.Thread] = []
+        self._pipes: list[Connection] = []
+        self._children: list[multiprocessing.process.BaseProcess] = []
+        if len(self.bounds) > 1 and "fork" in multiprocessing.get_all_start_methods():
+            self._start()
+        else:
+            self.bounds = [(0, len(pids))]
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("fork")
+        for start, end in self.bounds:
             here, there = context.Pipe()
             child = context.Process(
                 target=_child,
-                args=(client.connection_pool, keys, rules, low, high, there),
+                args=(self.client.connection_pool, self.keys, self.pids[start:end], self, there),
                 daemon=True,
             )
             child.start()
             there.close()
-            pipes.append(here)
-            children.append(child)
-        pids = await list_pids()
-        edges = [0, *(bisect.bisect_left(pids, cut) for cut in cuts), len(pids)]
-        for n, pipe in enumerate(pipes):
-            pipe.send(pids[edges[n] : edges[n + 1]])
-        return await _collect(pipes, children, progress)
-    finally:
-        for started in children:
+            self._pipes.append(here)
+            self._children.append(child)
+
+    def send_digests(self, digests: dict[bytes, bytes]) -> None:
+        """Hand each shard the index digests of its pids (audit_scan.index_digests)."""
+        if not self._children:
+            self._digests = digests
+            return
+        for (start, end), pipe in zip(self.bounds, self._pipes, strict=True):
+            # A thread sends: a child blocks on its progress messages until `results` reads
+            # them, so a send larger than the pipe's buffer must not hold up this loop.
+            aligned = _aligned(self.pids[start:end], digests)
+            sender = threading.Thread(target=pipe.send, args=(aligned,), daemon=True)
+            sender.start()
+            self._senders.append(sender)
+
+    async def results(self, progress: Progress | None = None) -> list[ScanResult]:
+        """Wait for every shard's ScanResult, in pid order."""
+        if not self._children:
+
+            async def digests() -> list[bytes | None]:
+                return _aligned(self.pids, self._digests)
+
+            scan = scan_streams(
+                self.client, self.keys, self.pids, self.rules, self.digest_key, digests, progress
+            )
+            return [await scan]
+        try:
+            return await _collect(self._pipes, self._children, progress)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop any child still running and release the pipes."""
+        for started in self._children:
             if started.is_alive():
                 started.terminate()
             started.join()
-        for pipe in pipes:
+        for sender in self._senders:  # a dead child's pipe fails the send: it ends too
+            sender.join()
+        for pipe in self._pipes:
             pipe.close()
+        self._children, self._pipes, self._senders = [], [], []
 
 
 async def _collect(
     pipes: Sequence[Connection],
     children: Sequence[multiprocessing.process.BaseProcess],
     progress: Progress | None,
-) -> list[ShardResult]:
-    results: list[ShardResult | None] = [None] * len(pipes)
+) -> list[ScanResult]:
+    results: list[ScanResult | None] = [None] * len(pipes)
     done = [(0, 0)] * len(pipes)
     while any(result is None for result in results):
         for n, pipe in enumerate(pipes):
@@ -120,6 +154,10 @@ async def _collect(
     return [result for result in results if result is not None]
 
 
+def _aligned(pids: Sequence[str], digests: dict[bytes, bytes]) -> list[bytes | None]:
+    return [digests.get(pid.encode("latin-1")) for pid in pids]
+
+
 def _failure(message: tuple[str, ...]) -> Exception:
     if message[0] == "unavailable":
         return LedgerUnavailable(maybe_applied=False)
@@ -131,22 +169,22 @@ def _failure(message: tuple[str, ...]) -> Exception:
 def _child(
     pool: aioredis.ConnectionPool,
     keys: LedgerKeys,
-    rules: AuditRules,
-    low: bytes,
-    high: bytes | None,
+    pids: Sequence[str],
+    shards: Shards,
     pipe: Connection,
 ) -> None:
-    """Run one shard in a forked process and send its result (or what stopped it) back."""
+    """Check one shard's streams in a forked process and send the result (or what stopped it)."""
 
     def report(streams: int, events: int) -> None:
         pipe.send(("progress", streams, events))
 
-    async def from_parent() -> list[str]:
-        pids: list[str] = pipe.recv()  # awaited only once the index is read: blocking is fine
-        return pids
+    async def digests() -> list[bytes | None]:
+        # Asked for once every stream is checked; the parent has sent them by then, or soon.
+        aligned: list[bytes | None] = pipe.recv()
+        return aligned
 
     try:
-        result = asyncio.run(_verify_child(pool, keys, rules, low, high, from_parent(), report))
+        result = asyncio.run(_scan_child(pool, keys, pids, shards, digests, report))
     except LedgerUnavailable:
         pipe.send(("unavailable",))
     except MailError as exc:  # the message is ours: it names checks, never stored content
@@ -159,22 +197,23 @@ def _child(
         pipe.close()
 
 
-async def _verify_child(
+async def _scan_child(
     pool: aioredis.ConnectionPool,
     keys: LedgerKeys,
-    rules: AuditRules,
-    low: bytes,
-    high: bytes | None,
-    pids: Awaitable[list[str]],
+    pids: Sequence[str],
+    shards: Shards,
+    digests: IndexDigests,
     progress: Progress,
-) -> ShardResult:
+) -> ScanResult:
     # Never touch the parent's connections: a fresh pool with the same settings.
     own = aioredis.ConnectionPool(
         connection_class=pool.connection_class, max_connections=4, **pool.connection_kwargs
     )
     client = aioredis.Redis(connection_pool=own)
     try:
-        return await verify_shard(client, keys, rules, pids, low, high, progress)
+        return await scan_streams(
+            client, keys, pids, shards.rules, shards.digest_key, digests, progress
+        )
     finally:
         await client.aclose()
         await own.disconnect()

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger.audit import AuditRules, Finding, StreamAudit
-from ledger.audit_fast import Entry, sound_audit
+from ledger.audit_fast import Entry, index_text, sound_audit
 from ledger.audit_scan import full_check, index_entry_of, raw_item_of
 from ledger.chain import event_hash, event_mac
 from schemas.ledger import LedgerEntry
@@ -240,6 +240,17 @@ def streams(draw: st.DrawFn) -> tuple[str, list[Entry], list[Entry], AuditRules,
     return pid, rows, indexed, rules, tamper
 
 
+def fast_verdict(
+    pid: str, rows: Sequence[Entry], indexed: Sequence[Entry], rules: AuditRules
+) -> StreamAudit | None:
+    """The fast pass's verdict when the index agrees with it (as merge_scan decides), else None."""
+    judged = sound_audit(pid, rows, rules)
+    if judged is None:
+        return None
+    audit, text = judged
+    return audit if index_text(indexed) == text else None
+
+
 class TestEquivalence:
     @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(streams())
@@ -247,7 +258,7 @@ class TestEquivalence:
         self, case: tuple[str, list[Entry], list[Entry], AuditRules, str]
     ) -> None:
         pid, rows, indexed, rules, _ = case
-        fast = sound_audit(pid, rows, indexed, rules)
+        fast = fast_verdict(pid, rows, indexed, rules)
         full, extra = full_verdict(pid, rows, indexed, rules)
         if fast is not None:
             assert (full, []) == (fast, extra)
@@ -260,7 +271,7 @@ class TestEquivalence:
         pid, rows, indexed, rules, _ = case
         full, extra = full_verdict(pid, rows, indexed, rules)
         if not full.findings and not extra and _plain(rows) and _ordered(rows, indexed):
-            assert full == sound_audit(pid, rows, indexed, rules)
+            assert full == fast_verdict(pid, rows, indexed, rules)
 
 
 def _plain(rows: Sequence[Entry]) -> bool:
@@ -281,13 +292,13 @@ class TestSoundStreams:
     def test_a_sound_accepted_send_takes_the_fast_path(self) -> None:
         entries = chain(SENT)
         rules = AuditRules(grace_ms=GRACE, as_of_ms=T0 + 10_000)
-        fast = sound_audit(PID, rows_of(entries), index_of(entries), rules)
+        fast = fast_verdict(PID, rows_of(entries), index_of(entries), rules)
         assert fast is not None and ("accepted", []) == (fast.status, fast.findings)
 
     def test_an_unknown_outcome_is_flagged_for_investigation_on_the_fast_path(self) -> None:
         entries = chain([prepared(), claimed(), ATTEMPT, COMMIT, UNKNOWN])
         rules = AuditRules(grace_ms=GRACE, as_of_ms=T0 + 10_000)
-        fast = sound_audit(PID, rows_of(entries), index_of(entries), rules)
+        fast = fast_verdict(PID, rows_of(entries), index_of(entries), rules)
         assert fast is not None
         assert "outcome unknown: may have been sent" == fast.investigate
 
@@ -295,9 +306,26 @@ class TestSoundStreams:
         entries = chain([prepared(expires_ms=T0 + 2), EXPIRED])
         rules = AuditRules(grace_ms=GRACE, as_of_ms=T0 + 10_000)
         rows, indexed = rows_of(entries), index_of(entries)
-        assert full_verdict(PID, rows, indexed, rules)[0] == sound_audit(PID, rows, indexed, rules)
+        assert full_verdict(PID, rows, indexed, rules)[0] == fast_verdict(PID, rows, indexed, rules)
 
     def test_a_stream_with_one_index_entry_missing_gets_no_fast_verdict(self) -> None:
         entries = chain(SENT)
         rules = AuditRules(grace_ms=GRACE, as_of_ms=T0 + 10_000)
-        assert sound_audit(PID, rows_of(entries), index_of(entries)[1:], rules) is None
+        assert fast_verdict(PID, rows_of(entries), index_of(entries)[1:], rules) is None
+
+
+class TestIndexText:
+    def test_an_index_value_hiding_the_joining_bytes_never_matches(self) -> None:
+        entries = chain(SENT)
+        judged = sound_audit(PID, rows_of(entries), AuditRules(as_of_ms=T0 + 10_000))
+        assert judged is not None
+        count, _, text = judged[1].partition(b"\n")
+        first, _, rest = text.partition(b"\n")  # entry 1, then entries 2-5 inside one h
+        forged = [[b"1-0", first.split(b"\0")], [b"1-1", rest.split(b"\0", 7)]]
+        assert (b"5", text) == (count, b"\n".join(b"\0".join(entry[1]) for entry in forged))
+        assert judged[1] != index_text(forged)  # two index entries, not five
+
+    def test_an_entry_with_other_fields_has_no_index_text(self) -> None:
+        indexed = index_of(chain(SENT))
+        indexed[2] = [indexed[2][0], [*indexed[2][1], b"x", b"1"]]
+        assert index_text(indexed) is None
