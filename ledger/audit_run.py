@@ -28,9 +28,9 @@ from ledger.audit import (
 )
 from ledger.audit_read import STREAM_BATCH, BulkReader, RawItem, to_entry
 from ledger.audit_scan import (
+    IndexGroups,
     Progress,
     RawReader,
-    index_digests,
     items_are_pid,
     leftover_findings,
     merge_scan,
@@ -76,15 +76,19 @@ async def verify_ledger(
         shards = Shards(reader.client, reader.keys, pids, rules, digest_key, count)
         try:
             async with RawReader(reader.client, reader.keys) as raw:  # while the children work
-                summary.index_entries, by_pid = await raw.index_groups()
-            shards.send_digests(index_digests(by_pid, digest_key))
+                summary.index_entries, digests, orphans = await raw.index_digests(pids, digest_key)
+            shards.send_digests(digests)
             results = await shards.results(progress)
         finally:
             shards.close()
+        by_pid: IndexGroups = {}
+        if any("" in result.statuses for result in results):  # some stream needs the full audit
+            async with RawReader(reader.client, reader.keys) as raw:
+                _, by_pid = await raw.index_groups()
         for (start, end), result in zip(shards.bounds, results, strict=True):
             await merge_scan(summary, reader, pids[start:end], result, by_pid, rules)
-        summary.findings += leftover_findings(by_pid, rules)
-        del by_pid, results  # freed while the GC is off, so it never walks them
+        summary.findings += leftover_findings(orphans, rules)
+        del by_pid, results, digests, orphans  # freed while the GC is off: it never walks them
     summary.elapsed_s = time.perf_counter() - started
     return summary
 

@@ -29,7 +29,7 @@ from ledger.audit import (
     index_findings,
     missing_stream_findings,
 )
-from ledger.audit_fast import Entry, index_text, sound_audit
+from ledger.audit_fast import Entry, sound_audit
 from ledger.audit_read import (
     ENTRY_FIELDS,
     INDEX_BATCH,
@@ -112,6 +112,49 @@ class RawReader:
             if len(page) < INDEX_BATCH:
                 return count, groups
 
+    async def index_digests(
+        self, streams: Sequence[str], key: bytes
+    ) -> tuple[int, dict[bytes, bytes], IndexGroups]:
+        """Read the index as verify needs it: (count, the keyed digest of each stream's index
+        text, the entries of pids without a stream).
+
+        Entries are joined page by page, so the parsed replies are freed as the read goes.
+        """
+        listed = {pid.encode("latin-1") for pid in streams}
+        texts: dict[bytes, list[bytes]] = {}
+        irregular: set[bytes] = set()
+        orphans: IndexGroups = {}
+        count = 0
+        await self._send("XRANGE", self.keys.index, "-", "+", "COUNT", INDEX_BATCH)
+        while True:
+            page: list[Entry] = await self._read() or []
+            if len(page) == INDEX_BATCH:  # Redis reads the next page while this one is joined
+                start = b"(" + page[-1][0]
+                await self._send("XRANGE", self.keys.index, start, "+", "COUNT", INDEX_BATCH)
+            count += len(page)
+            for entry in page:
+                fields = entry[1]
+                plain = _plain_index(fields)
+                pid = fields[1] if plain else _named(fields, b"pid")
+                if pid not in listed:
+                    orphans.setdefault(pid, []).append(entry)
+                elif not plain and len(fields) != 8:
+                    irregular.add(pid)
+                else:
+                    found = texts.get(pid)
+                    if found is None:
+                        texts[pid] = [b"\0".join(fields)]
+                    else:
+                        found.append(b"\0".join(fields))
+            if len(page) < INDEX_BATCH:
+                break
+        digests = {
+            pid: index_digest(b"%d\n" % len(parts) + b"\n".join(parts), key)
+            for pid, parts in texts.items()
+            if pid not in irregular
+        }
+        return count, digests, orphans
+
     async def _send(self, *args: Any) -> None:
         conn = self._connection()
         try:
@@ -152,16 +195,6 @@ IndexDigests = Callable[[], Awaitable[Sequence[bytes | None]]]  # per pid of a s
 def index_digest(text: bytes, key: bytes) -> bytes:
     """The keyed digest of an index text: without the key, no one can aim for a collision."""
     return hashlib.blake2b(text, key=key, digest_size=16).digest()
-
-
-def index_digests(by_pid: Mapping[bytes, list[Entry]], key: bytes) -> dict[bytes, bytes]:
-    """Digest each pid's index text (pids whose entries are not plain get none)."""
-    digests: dict[bytes, bytes] = {}
-    for pid, listed in by_pid.items():
-        text = index_text(listed)
-        if text is not None:
-            digests[pid] = index_digest(text, key)
-    return digests
 
 
 async def scan_streams(
@@ -238,22 +271,19 @@ async def merge_scan(
     reader: BulkReader,
     pids: Sequence[str],
     result: ScanResult,
-    by_pid: dict[bytes, list[Entry]],
+    by_pid: Mapping[bytes, list[Entry]],
     rules: AuditRules,
 ) -> None:
-    """Fold a scan into the summary in pid order (the full audit for every stream without a
-    fast verdict), taking the pids' index entries out of `by_pid`."""
+    """Fold a scan into the summary in pid order, with the full audit (against the index
+    entries in `by_pid`) for every stream without a fast verdict."""
     if "" not in result.statuses:  # every stream is judged: fold them all at once
         summary.streams += len(result.statuses)
         summary.events += sum(result.events)
         for status, count in collections.Counter(result.statuses).items():  # first-seen order
             summary.statuses[status] = summary.statuses.get(status, 0) + count
         summary.investigate += [result.investigate[n] for n in sorted(result.investigate)]
-        for pid in pids:
-            by_pid.pop(pid.encode("latin-1"), None)
         return
     for number, pid in enumerate(pids):
-        listed = by_pid.pop(pid.encode("latin-1"), [])
         status = result.statuses[number]
         if status:
             summary.add(_judged(pid, result, number))
@@ -262,6 +292,7 @@ async def merge_scan(
         if items is None:
             _, groups = await reader.streams([pid])
             items = groups[0]
+        listed = by_pid.get(pid.encode("latin-1"), [])
         summary.add(*full_check(pid, items, [index_entry_of(entry) for entry in listed], rules))
 
 
