@@ -42,7 +42,7 @@ Entry = Sequence[Any]
 
 # What the pass compares each entry's ID and field names with, by position.
 _HEADS: Final = tuple((b"0-%d" % n, b"e", b"h", b"t", b"eid", b"srv_ms") for n in range(129))
-_SEQS: Final = tuple(b"%d" % n for n in range(MAX_ENTRIES + 1))
+SEQS: Final = tuple(b"%d" % n for n in range(MAX_ENTRIES + 1))
 _PID_CHARS: Final = frozenset("0123456789abcdef")
 # What a step of the fold must do beyond moving the state (see _sound).
 _PREPARED, _CLAIMED, _TERMINAL, _FILING_STARTED, _FILING_FAILED, _LATE = range(1, 7)
@@ -117,15 +117,31 @@ def sound_audit(
 
 
 def index_text(indexed: Sequence[Entry]) -> bytes | None:
-    """Join a pid's index entries as sound_audit joins the ones it expects: a count, then the
-    entries' fields (NUL between fields, LF between entries); None unless each has four fields.
+    """Join a pid's index entries as sound_audit joins the ones it expects: their count, then
+    each entry's type and hash (LF between all); None unless every entry is exactly
+    `pid <pid> seq <n> t <type> h <hash>` with n = 1, 2, ... in order.
 
-    With the count and the field count fixed, equal texts come only from equal fields: no
-    stored value can hide a NUL or LF of the joining.
+    sound_audit's types and hashes hold no LF, so with the count fixed, equal texts mean
+    equal entries, field by field (a stored value cannot hide a separator).
     """
-    if any(len(entry[1]) != 8 for entry in indexed):
-        return None
-    return b"%d\n" % len(indexed) + b"\n".join([b"\0".join(entry[1]) for entry in indexed])
+    parts: list[bytes] = []
+    for position, (_, fields) in enumerate(indexed, start=1):
+        if position > MAX_ENTRIES or not plain_index(fields) or fields[3] != SEQS[position]:
+            return None
+        parts.append(fields[5])
+        parts.append(fields[7])
+    return b"%d\n" % len(indexed) + b"\n".join(parts)
+
+
+def plain_index(fields: Sequence[bytes]) -> bool:
+    """Tell whether an index entry's fields are pid, seq, t, h in the store's order."""
+    return (
+        len(fields) == 8
+        and fields[0] == b"pid"
+        and fields[2] == b"seq"
+        and fields[4] == b"t"
+        and fields[6] == b"h"
+    )
 
 
 def _sound(
@@ -133,11 +149,9 @@ def _sound(
 ) -> tuple[StreamAudit, bytes] | None:
     key, skew_ms, grace_ms = rules.key, rules.skew_ms, rules.grace_ms
     sha256, encode, decode = hashlib.sha256, ENCODER.encode, DECODER.decode
-    heads, seqs, steps = _HEADS, _SEQS, _STEPS
-    # The index entries a correct writer leaves, joined as index_text joins stored ones: none of
-    # these values can hold NUL or LF, so equal texts mean equal entries, field by field.
+    heads, steps = _HEADS, _STEPS
+    # The type and hash of each index entry a correct writer leaves, for index_text's form.
     expected: list[bytes] = []
-    index_head = b"pid\0" + pid.encode() + b"\0seq\0"
     prev = genesis(pid)
     last_srv = -1
     state = "NONE"
@@ -162,7 +176,8 @@ def _sound(
             return None
         if not e.isascii() or not srv_text.isdigit():
             return None
-        expected.append(index_head + seqs[position] + b"\0t\0" + t + b"\0h\0" + h)
+        expected.append(t)
+        expected.append(h)
         h_text = h.decode("ascii")
         if sha256(HASH_DOMAIN + e).hexdigest() != h_text:
             return None
@@ -242,7 +257,7 @@ def _sound(
     verdict = _verdict(
         pid, len(entries), last_srv, late, state, prepared, terminal, claimed_srv, filing_srv, rules
     )
-    return None if verdict is None else (verdict, b"%d\n" % len(expected) + b"\n".join(expected))
+    return None if verdict is None else (verdict, b"%d\n" % len(entries) + b"\n".join(expected))
 
 
 def _verdict(

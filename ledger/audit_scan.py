@@ -29,7 +29,7 @@ from ledger.audit import (
     index_findings,
     missing_stream_findings,
 )
-from ledger.audit_fast import Entry, sound_audit
+from ledger.audit_fast import SEQS, Entry, plain_index, sound_audit
 from ledger.audit_read import (
     ENTRY_FIELDS,
     INDEX_BATCH,
@@ -102,7 +102,7 @@ class RawReader:
                 await self._send("XRANGE", self.keys.index, start, "+", "COUNT", INDEX_BATCH)
             for entry in page:
                 fields = entry[1]
-                pid = fields[1] if _plain_index(fields) else _named(fields, b"pid")
+                pid = fields[1] if plain_index(fields) else _named(fields, b"pid")
                 found = groups.get(pid)
                 if found is None:
                     groups[pid] = [entry]
@@ -134,22 +134,25 @@ class RawReader:
             count += len(page)
             for entry in page:
                 fields = entry[1]
-                plain = _plain_index(fields)
+                plain = plain_index(fields)
                 pid = fields[1] if plain else _named(fields, b"pid")
                 if pid not in listed:
                     orphans.setdefault(pid, []).append(entry)
-                elif not plain and len(fields) != 8:
-                    irregular.add(pid)
+                    continue
+                parts = texts.get(pid)
+                if parts is None:
+                    parts = texts[pid] = []
+                # As audit_fast.index_text: pid, seq, t, h, with seq 1, 2, ... in order.
+                seq = len(parts) // 2 + 1
+                if plain and seq <= MAX_ENTRIES and fields[3] == SEQS[seq]:
+                    parts.append(fields[5])
+                    parts.append(fields[7])
                 else:
-                    found = texts.get(pid)
-                    if found is None:
-                        texts[pid] = [b"\0".join(fields)]
-                    else:
-                        found.append(b"\0".join(fields))
+                    irregular.add(pid)
             if len(page) < INDEX_BATCH:
                 break
         digests = {
-            pid: index_digest(b"%d\n" % len(parts) + b"\n".join(parts), key)
+            pid: index_digest(b"%d\n" % (len(parts) // 2) + b"\n".join(parts), key)
             for pid, parts in texts.items()
             if pid not in irregular
         }
@@ -358,16 +361,6 @@ def index_entry_of(entry: Entry) -> IndexEntry:
 def _fields(flat: Sequence[bytes]) -> dict[bytes, bytes]:
     # A later duplicate name wins, as in the Lua map the packed read builds.
     return dict(zip(flat[::2], flat[1::2], strict=False))
-
-
-def _plain_index(flat: Sequence[bytes]) -> bool:
-    return (
-        len(flat) == 8
-        and flat[0] == b"pid"
-        and flat[2] == b"seq"
-        and flat[4] == b"t"
-        and flat[6] == b"h"
-    )
 
 
 def _named(flat: Sequence[bytes], name: bytes) -> bytes:

@@ -10,9 +10,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from ledger.audit import AuditRules, Finding, LedgerAudit, group_index, missing_stream_findings
+from ledger.audit_fast import index_text
 from ledger.audit_read import BulkReader
 from ledger.audit_run import items_are_pid, verify_ledger
-from ledger.audit_scan import full_check
+from ledger.audit_scan import RawReader, full_check, index_digest
 from ledger.store import LedgerStore
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, UNKNOWN
 from support.ledger_redis import (
@@ -93,6 +94,22 @@ async def varied_ledger(store: LedgerStore, client: aioredis.Redis) -> None:
     await client.delete(stream(pids[6]))  # deleted: only its index entries remain
     await client.xadd(store.keys.index, {"pid": "not-a-pid", "seq": 1, "t": "x", "h": "y"})
     await client.xadd(store.keys.index, {"seq": 1, "pid": sending, "t": "claimed", "h": "0" * 64})
+
+
+class TestIndexDigests:
+    async def test_the_streamed_digests_are_those_of_each_pids_index_text(
+        self, store: LedgerStore, client: aioredis.Redis
+    ) -> None:
+        await varied_ledger(store, client)
+        pids = sorted(set(await BulkReader(client, store.keys).stream_pids()))
+        key = bytes(32)
+        async with RawReader(client, store.keys) as raw:
+            count, groups = await raw.index_groups()
+            same_count, digests, orphans = await raw.index_digests(pids, key)
+        texts = {pid: index_text(groups[pid.encode()]) for pid in pids if pid.encode() in groups}
+        expected = {pid.encode(): index_digest(t, key) for pid, t in texts.items() if t}
+        assert (count, expected) == (same_count, digests)
+        assert {b"not-a-pid"} <= set(orphans) and not set(orphans) & {p.encode() for p in pids}
 
 
 class TestScanEquivalence:

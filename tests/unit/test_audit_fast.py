@@ -315,17 +315,23 @@ class TestSoundStreams:
 
 
 class TestIndexText:
-    def test_an_index_value_hiding_the_joining_bytes_never_matches(self) -> None:
+    def test_an_index_value_hiding_the_separators_never_matches(self) -> None:
         entries = chain(SENT)
         judged = sound_audit(PID, rows_of(entries), AuditRules(as_of_ms=T0 + 10_000))
         assert judged is not None
         count, _, text = judged[1].partition(b"\n")
-        first, _, rest = text.partition(b"\n")  # entry 1, then entries 2-5 inside one h
-        forged = [[b"1-0", first.split(b"\0")], [b"1-1", rest.split(b"\0", 7)]]
-        assert (b"5", text) == (count, b"\n".join(b"\0".join(entry[1]) for entry in forged))
+        _, _, t2, rest = text.split(b"\n", 3)  # entries 3-5 go inside the second hash
+        forged = index_of(entries)[:2]
+        forged[1] = [forged[1][0], [b"pid", PID.encode(), b"seq", b"2", b"t", t2, b"h", rest]]
+        assert (b"5", b"2\n" + text) == (count, index_text(forged))
         assert judged[1] != index_text(forged)  # two index entries, not five
 
     def test_an_entry_with_other_fields_has_no_index_text(self) -> None:
         indexed = index_of(chain(SENT))
         indexed[2] = [indexed[2][0], [*indexed[2][1], b"x", b"1"]]
+        assert index_text(indexed) is None
+
+    def test_entries_out_of_seq_order_have_no_index_text(self) -> None:
+        indexed = index_of(chain(SENT))
+        indexed[1], indexed[2] = indexed[2], indexed[1]
         assert index_text(indexed) is None
