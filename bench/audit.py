@@ -4,7 +4,8 @@ Not a test. It starts its own redis-server in a temporary directory, then measur
 
   1. the machine's reference: `redis-benchmark` XADD requests/s against that server, this run;
   2. `verify` throughput (events/s) over a ledger of >= 1,000,000 events (chain, canonical
-     form, state machine, rules, and the index cross-check), read through the bulk reader;
+     form, state machine, rules, and the index cross-check), with as many worker processes as
+     `angelos ledger verify` would use on this machine;
   3. the time one recovery pass takes over 100,000 open claims of dead dispatchers.
 
 Both figures are printed with their ratio to the XADD rate. The ledgers are written the way
@@ -35,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ledger.audit import AuditRules
 from ledger.audit_read import BulkReader
 from ledger.audit_run import verify_ledger
+from ledger.audit_shards import default_workers
 from ledger.chain import event_hash, genesis
 from ledger.connection import connect
 from ledger.keys import LedgerKeys
@@ -183,8 +185,9 @@ async def main() -> None:
     print(f"redis-benchmark XADD (this run, 50 clients): {rate:,.0f} requests/s")
     print(
         f"verify: {summary.events:,} events, {summary.streams:,} streams, "
-        f"{summary.index_entries:,} index entries in {summary.elapsed_s:.1f} s = "
-        f"{verify_rate:,.0f} events/s ({verify_rate / rate:.2f} x XADD rate; target 200,000)"
+        f"{summary.index_entries:,} index entries in {summary.elapsed_s:.2f} s = "
+        f"{verify_rate:,.0f} events/s ({verify_rate / rate:.2f} x XADD rate; target 200,000; "
+        f"{default_workers(summary.streams)} worker process(es))"
     )
     print(
         f"recovery: {args.open:,} open claims classified in {recover_s:.1f} s = "
