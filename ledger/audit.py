@@ -293,15 +293,6 @@ class LedgerAudit(Struct, kw_only=True):
         """Tell whether verification found nothing wrong."""
         return not self.findings
 
-    def merge(self, part: LedgerAudit) -> None:
-        """Fold in the summary of a shard of later pids (as if its streams were added here)."""
-        self.streams += part.streams
-        self.events += part.events
-        for status, count in part.statuses.items():
-            self.statuses[status] = self.statuses.get(status, 0) + count
-        self.findings += part.findings
-        self.investigate += part.investigate
-
     def add(self, audit: StreamAudit, extra: Sequence[Finding] = ()) -> None:
         """Fold one stream's verdict (and its index findings) into the summary."""
         self.streams += 1

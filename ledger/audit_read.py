@@ -138,17 +138,6 @@ class BulkReader:
                 return found
             start = "(" + page[-1].id
 
-    async def index_length(self) -> int:
-        """Return how many entries the index holds (XLEN)."""
-        try:
-            return int(await self.client.xlen(self.keys.index))
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
-            raise LedgerUnavailable(maybe_applied=False) from None
-        except rex.ResponseError:
-            raise LedgerUnavailable(
-                "the send ledger store refused a read", maybe_applied=False
-            ) from None
-
     async def stream_pids(self) -> list[str]:
         """Return the pid of every per-send stream key of the namespace (SCAN, no writes)."""
         prefix = self.keys.prefix + "s:"
