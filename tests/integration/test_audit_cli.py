@@ -3,6 +3,7 @@ list, export and replay, run as the operator would, with the servers' environmen
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from collections.abc import AsyncIterator
@@ -149,6 +150,7 @@ class TestShowAndList:
     ) -> None:
         pid, head = await claimed_send(store)
         await advance(store, pid, head, ATTEMPT)
+        await asyncio.sleep(0.005)  # recovery takes claims older than now - grace (0): not this ms
         await Recoverer(store).run_once()
         done = cli(services, namespace, "show", pid)
         assert (
