@@ -31,10 +31,10 @@ from ledger.audit_scan import (
     IndexGroups,
     Progress,
     RawReader,
-    items_are_pid,
     leftover_findings,
     merge_scan,
 )
+from ledger.audit_scan import items_are_pid as items_are_pid  # re-exported for the CLI
 from ledger.audit_shards import Shards, default_workers
 from ledger.chain import mac_key_id
 from schemas.ledger import LedgerEntry
