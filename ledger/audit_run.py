@@ -70,7 +70,8 @@ async def verify_ledger(
             Finding("", 0, "mac_key_mismatch", "the ledger was sealed with another HMAC key")
         )
     with _no_gc_passes():
-        pids = sorted(set(await reader.stream_pids()))
+        listed = sorted(set(await reader.stream_pids()))
+        pids = [pid for pid in listed if items_are_pid(pid)]
         count = default_workers(len(pids)) if workers is None else workers
         digest_key = os.urandom(32)  # known to this run only (see audit_scan.index_digest)
         shards = Shards(reader.client, reader.keys, pids, rules, digest_key, count)
@@ -87,6 +88,11 @@ async def verify_ledger(
                 _, by_pid = await raw.index_groups()
         for (start, end), result in zip(shards.bounds, results, strict=True):
             await merge_scan(summary, reader, pids[start:end], result, by_pid, rules)
+        summary.findings += [
+            Finding(key[:64], 0, "stream_malformed", "a stream key of the ledger names no pid")
+            for key in listed
+            if not items_are_pid(key)
+        ]
         summary.findings += leftover_findings(orphans, rules)
         del by_pid, results, digests, orphans  # freed while the GC is off: it never walks them
     summary.elapsed_s = time.perf_counter() - started

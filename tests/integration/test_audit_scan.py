@@ -148,3 +148,20 @@ class TestScanEquivalence:
         reader = BulkReader(client, store.keys)
         found = await verify_ledger(reader, AuditRules(), workers=2)
         assert (True, 0, 0) == (found.ok, found.streams, found.index_entries)
+
+
+class TestForeignKeys:
+    @pytest.mark.parametrize("workers", [1, 2])
+    async def test_a_stream_key_that_names_no_pid_is_a_finding_not_a_crash(
+        self, store: LedgerStore, client: aioredis.Redis, workers: int
+    ) -> None:
+        pid, head = await claimed_send(store)
+        await advance(store, pid, head, ATTEMPT, COMMIT, ACCEPTED)
+        await client.xadd(store.keys.prefix + "s:zz-not-a-pid", {"e": "{}"}, id="0-1")
+        reader = BulkReader(client, store.keys)
+        rules = AuditRules(grace_ms=60_000, as_of_ms=time.time_ns() // 1_000_000 + 1)
+        found = await verify_ledger(reader, rules, workers=workers)
+        assert [("zz-not-a-pid", "stream_malformed")] == [
+            (finding.pid, finding.kind) for finding in found.findings
+        ]
+        assert {"accepted": 1} == found.statuses
