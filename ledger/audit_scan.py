@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import redis.asyncio as aioredis
@@ -94,12 +94,7 @@ class RawReader:
         """Return (count, every index entry grouped by its pid field, in index order)."""
         groups: IndexGroups = {}
         count = 0
-        await self._send("XRANGE", self.keys.index, "-", "+", "COUNT", INDEX_BATCH)
-        while True:
-            page: list[Entry] = await self._read() or []
-            if len(page) == INDEX_BATCH:  # Redis reads the next page while this one is grouped
-                start = b"(" + page[-1][0]
-                await self._send("XRANGE", self.keys.index, start, "+", "COUNT", INDEX_BATCH)
+        async for page in self._index_pages():
             for entry in page:
                 fields = entry[1]
                 pid = fields[1] if plain_index(fields) else _named(fields, b"pid")
@@ -109,8 +104,7 @@ class RawReader:
                 else:
                     found.append(entry)
             count += len(page)
-            if len(page) < INDEX_BATCH:
-                return count, groups
+        return count, groups
 
     async def index_digests(
         self, streams: Sequence[str], key: bytes
@@ -125,12 +119,7 @@ class RawReader:
         irregular: set[bytes] = set()
         orphans: IndexGroups = {}
         count = 0
-        await self._send("XRANGE", self.keys.index, "-", "+", "COUNT", INDEX_BATCH)
-        while True:
-            page: list[Entry] = await self._read() or []
-            if len(page) == INDEX_BATCH:  # Redis reads the next page while this one is joined
-                start = b"(" + page[-1][0]
-                await self._send("XRANGE", self.keys.index, start, "+", "COUNT", INDEX_BATCH)
+        async for page in self._index_pages():
             count += len(page)
             for entry in page:
                 fields = entry[1]
@@ -149,14 +138,24 @@ class RawReader:
                     parts.append(fields[7])
                 else:
                     irregular.add(pid)
-            if len(page) < INDEX_BATCH:
-                break
         digests = {
             pid: index_digest(b"%d\n" % (len(parts) // 2) + b"\n".join(parts), key)
             for pid, parts in texts.items()
             if pid not in irregular
         }
         return count, digests, orphans
+
+    async def _index_pages(self) -> AsyncIterator[list[Entry]]:
+        """Yield the whole index page by page; Redis reads the next page while one is handled."""
+        await self._send("XRANGE", self.keys.index, "-", "+", "COUNT", INDEX_BATCH)
+        while True:
+            page: list[Entry] = await self._read() or []
+            if len(page) == INDEX_BATCH:
+                start = b"(" + page[-1][0]
+                await self._send("XRANGE", self.keys.index, start, "+", "COUNT", INDEX_BATCH)
+            yield page
+            if len(page) < INDEX_BATCH:
+                return
 
     async def _send(self, *args: Any) -> None:
         conn = self._connection()

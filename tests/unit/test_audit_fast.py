@@ -21,7 +21,6 @@ from support.ledger import (
     COMMIT,
     DUPLICATE,
     EXPIRED,
-    FILING_SAVED,
     FILING_STARTED,
     FILING_UNKNOWN,
     LATE,
@@ -60,15 +59,6 @@ VALID: list[list[EventData]] = [
     [prepared(), claimed(), RECOVERED_NOT_ATTEMPTED, LATE],
     [prepared(), claimed(), ATTEMPT, RECOVERED_NOT_SUBMITTED],
     [prepared(), claimed(), ATTEMPT, COMMIT, RECOVERED_UNKNOWN, LATE],
-    [
-        prepared(),
-        claimed(append_sent=True),
-        ATTEMPT,
-        COMMIT,
-        ACCEPTED,
-        FILING_STARTED,
-        FILING_SAVED,
-    ],
 ]
 ANY_DATA = [data for variants in VARIANTS.values() for data in variants]
 TAMPERS = (
