@@ -22,7 +22,7 @@ from ledger.scripts import SCRIPT_NAMES, script_sha, script_source
 Arg = bytes | str | int
 # Small pipelines, several per loop turn: while Redis runs one, this process packs the next and
 # parses the last, so both cores work (bench/ledger_core.py: one pipeline of 256 calls leaves
-# them taking turns, ~2,300 lifecycles/s; pipelines of 8-12 reach ~4,800-5,300).
+# them taking turns, ~2,300 lifecycles/s; pipelines of 8 reach 4,200-5,150).
 MAX_BATCH: Final = 8
 _Call = tuple[str, Sequence[str], Sequence[Arg], "asyncio.Future[Any]"]
 

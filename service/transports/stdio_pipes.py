@@ -2,8 +2,10 @@
 
 The SDK's default wraps blocking file objects with anyio.wrap_file, so every line read, write
 and flush is a hop to a worker thread: about half a millisecond per tool call on this machine
-(bench/read_path.py). When both descriptors are pipes, sockets or terminals, these objects give
-the SDK the same interface (`async for line`, `write`, `flush`) on the event loop itself.
+(bench/read_path.py). When both descriptors are pipes or sockets, these objects give the SDK
+the same interface (`async for line`, `write`, `flush`) on the event loop itself. Terminals and
+files keep the SDK's own handling: a terminal's non-blocking mode would outlive this process in
+the user's shell.
 Like the SDK, serving diverts fd 0 to the null device and fd 1 to stderr, so stray output of
 any library never reaches the wire; both are restored on exit.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import stat
 from collections.abc import AsyncIterator
 from typing import Final
 
@@ -71,7 +74,9 @@ class PipeWriter:
 async def _connect() -> (
     tuple[asyncio.StreamReader, asyncio.StreamWriter, asyncio.ReadTransport] | None
 ):
-    """Open duplicates of fds 0 and 1 as asyncio pipes; None when either cannot be polled."""
+    """Open duplicates of fds 0 and 1 as asyncio pipes; None unless both are pipes or sockets."""
+    if not all(stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) for mode in _modes(0, 1)):
+        return None
     loop = asyncio.get_running_loop()
     stdin = os.fdopen(os.dup(0), "rb", buffering=0)
     stdout = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -95,11 +100,21 @@ async def _connect() -> (
     return reader, asyncio.StreamWriter(transport, protocol, None, loop), read_transport
 
 
+def _modes(*fds: int) -> list[int]:
+    modes = []
+    for fd in fds:
+        try:
+            modes.append(os.fstat(fd).st_mode)
+        except OSError:  # closed: nothing to serve on
+            modes.append(0)
+    return modes
+
+
 @contextlib.asynccontextmanager
 async def pipe_stdio() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
     """Yield line reader and writer over the process's stdio, or None when they are not pipes.
 
-    None (e.g. stdin redirected from a regular file) means: use the SDK's own stdio handling.
+    None (a terminal, or stdin redirected from a regular file) means: use the SDK's own stdio.
     """
     pipes = await _connect()
     if pipes is None:

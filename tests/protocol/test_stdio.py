@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
 import subprocess
+import tty
 from typing import Any, ClassVar
 
 import pytest
@@ -152,6 +156,27 @@ class TestStdinKinds:
             proc.kill()
         assert 6 == len(answers[2]["result"]["tools"])
         assert answers[3]["result"]["isError"] is True
+
+    def test_a_terminal_on_stdin_is_served_and_left_blocking(self, env: dict[str, str]) -> None:
+        # Non-blocking mode belongs to the terminal, shared with the user's shell: never set it.
+        main, terminal = pty.openpty()
+        tty.setraw(terminal)  # no echo, no line editing: the request reaches stdin as sent
+        proc = subprocess.Popen(
+            angelos_command("serve", "--transport", "stdio"),
+            env=clean_env(env), cwd=ROOT, stdin=terminal, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        try:
+            os.write(main, json.dumps(self.REQUESTS[0]).encode() + b"\n")
+            answer = json.loads(proc.stdout.readline())
+            assert 1 == answer["id"] and "angelos" == answer["result"]["serverInfo"]["name"]
+            assert 0 == fcntl.fcntl(terminal, fcntl.F_GETFL) & os.O_NONBLOCK
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+            os.close(main)
+            os.close(terminal)
 
 
 class TestStdioStartup:
