@@ -20,6 +20,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, Union, 
 import msgspec
 from msgspec import Meta, Struct
 
+from schemas.ledger import Event, encode_event
 from schemas.ledger_events import DATA_CLASSES, MAX_ENTRIES, Actor, Int53
 
 _HEX_BYTES: Final = b"0123456789abcdef"
@@ -158,3 +159,27 @@ def valid_text(event: FastEvent) -> bool:
         if not check(getattr(data, name)):
             return False
     return True
+
+
+def fast_encode(event: Event) -> bytes:
+    """Return encode_event's bytes for `event`, proven by this module's cheaper checks.
+
+    The store seals every event it writes; encode_event's strict decode costs about 3 µs, this
+    about 1.4. Whenever these checks decline, encode_event runs and refuses with its own reason.
+    """
+    encoded = ENCODER.encode(event)
+    try:
+        fast = DECODER.decode(encoded)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return encode_event(event)
+    hexes = (fast.pid + fast.prev).encode()
+    if (
+        fast.KIND != event.data.TYPE
+        or len(fast.pid) != 32
+        or len(fast.prev) != 64
+        or hexes.translate(None, _HEX_BYTES)
+        or not valid_text(fast)
+        or ENCODER.encode(fast) != encoded
+    ):
+        return encode_event(event)
+    return encoded

@@ -11,11 +11,13 @@ been sent.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from typing import Any, Final
 
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeout
 
 from ledger.scripts import SCRIPT_NAMES, script_sha, script_source
 
@@ -96,11 +98,17 @@ class ScriptRunner:
                 )
             )
             replies: list[Any] = []
-            for _ in batch:
-                try:
-                    replies.append(await connection.read_response())
-                except ResponseError as exc:  # the connection stays in step after an error reply
-                    replies.append(exc)
+            # One deadline for the batch's replies (they arrive together), not one per reply:
+            # redis-py's per-read timeout context cost ~8% of this process's CPU per lifecycle.
+            async with asyncio.timeout(connection.socket_timeout):
+                for _ in batch:
+                    try:
+                        replies.append(await connection.read_response(timeout=math.inf))
+                    except ResponseError as exc:  # the connection stays in step after an error
+                        replies.append(exc)
+        except TimeoutError:
+            await connection.disconnect()
+            raise RedisTimeout("the ledger store did not answer in time") from None
         except BaseException:
             await connection.disconnect()  # replies may still be in flight: never reuse it
             raise

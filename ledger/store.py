@@ -16,6 +16,7 @@ from typing import Any, Final, cast
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 
+from ledger.audit_events import fast_encode
 from ledger.chain import event_hash, event_mac, genesis, mac_key, mac_key_id
 from ledger.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.lifecycle import state_after_types
@@ -46,7 +47,6 @@ from schemas.ledger import (
     LedgerEntry,
     LedgerUnavailable,
     PreparedPayload,
-    encode_event,
     encode_payload,
 )
 from schemas.ledger_events import MAX_ENTRIES, Claimed, EventData, Prepared
@@ -349,7 +349,7 @@ class LedgerStore:
 
     def _seal(self, event: Event) -> tuple[bytes, str, str]:
         """Return (canonical e, h, m or "")."""
-        e = encode_event(event)
+        e = fast_encode(event)
         h = event_hash(e)
         return e, h, "" if self._mac_key is None else event_mac(self._mac_key, h)
 

@@ -11,6 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from ledger.chain import verified_events
+from ledger.connection import connect
 from ledger.lifecycle import STATES, State, fold
 from ledger.lifecycle import advance as advance_state
 from ledger.outcomes import AppendOutcome, Head, new_id
@@ -47,6 +48,7 @@ from support.ledger_redis import (  # fixtures are imported by name, as in tests
     prepared_send,
     store_fixture,  # noqa: F401
 )
+from support.services import Services
 
 
 class TestRecoveryFencing:
@@ -237,6 +239,33 @@ class TestScriptRunner:
         assert first.head is not None  # the shared connection stayed in step: it writes on
         again = await store.append(sends[0][0], first.head, COMMIT, actor=DISPATCHER, eid=new_id())
         assert "appended" == again.result
+
+    async def test_a_batch_whose_replies_never_come_fails_in_time_and_drops_its_connection(
+        self, services: Services, namespace: str
+    ) -> None:
+        slow = connect(services.redis_url, socket_timeout=0.4)
+        admin = connect(services.redis_url)
+        try:
+            store = make_store(slow, namespace, batching=True, write_attempts=1)
+            pid, head = await claimed_send(store)
+            loop = asyncio.get_running_loop()
+            await admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+            paused = loop.time()
+            with pytest.raises(LedgerUnavailable) as caught:
+                await store.append(pid, head, ATTEMPT, actor=DISPATCHER, eid=new_id())
+            assert caught.value.maybe_applied  # the script may still run once Redis reads it
+            assert loop.time() - paused < 1.2  # the batch's deadline, not the pause, ended it
+            await asyncio.sleep(max(0.0, paused + 1.6 - loop.time()))
+            # A reused connection would hand the late reply to this call; a fresh one answers it.
+            other, _ = await prepared_send(store)
+            _, entries = await store.read(other)
+            assert ["prepared"] == [entry.t for entry in entries]
+        finally:
+            keys = [key async for key in admin.scan_iter(match=f"{namespace}:*")]
+            if keys:
+                await admin.delete(*keys)
+            await slow.aclose()
+            await admin.aclose()
 
     async def test_more_calls_than_one_pipeline_holds_all_land(
         self, client: aioredis.Redis, namespace: str
