@@ -19,7 +19,7 @@ from ledger.projection import project
 from ledger.runner import MAX_BATCH
 from ledger.store import LedgerStore
 from schemas.ledger import EventRejected, InvalidTransition, LedgerEntry, LedgerUnavailable
-from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
+from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, MAX_INT, EventData
 from support.ledger import (
     ACCEPTED,
     ATTEMPT,
@@ -266,6 +266,13 @@ class TestScriptRunner:
                 await admin.delete(*keys)
             await slow.aclose()
             await admin.aclose()
+
+    async def test_the_scripts_write_integers_up_to_2_pow_53_exactly(
+        self, client: aioredis.Redis, namespace: str
+    ) -> None:
+        store = make_store(client, namespace)
+        pid, _ = await prepared_send(store, created_ms=MAX_INT - 900_000, ttl_ms=900_000)
+        assert MAX_INT == await client.zscore(store.keys.unclaimed, pid)
 
     async def test_more_calls_than_one_pipeline_holds_all_land(
         self, client: aioredis.Redis, namespace: str
