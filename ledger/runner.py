@@ -24,7 +24,8 @@ from ledger.scripts import SCRIPT_NAMES, script_sha, script_source
 Arg = bytes | str | int
 # Small pipelines, several per loop turn: while Redis runs one, this process packs the next and
 # parses the last, so both cores work (bench/ledger_core.py: one pipeline of 256 calls leaves
-# them taking turns, ~2,300 lifecycles/s; pipelines of 8 reach 4,200-5,150).
+# them taking turns, ~2,300 lifecycles/s; pipelines of 8 reach 3,800-5,050 on 2 vCPUs, where 16
+# and 32 measured no better and 4 worse).
 MAX_BATCH: Final = 8
 _Call = tuple[str, Sequence[str], Sequence[Arg], "asyncio.Future[Any]"]
 
