@@ -182,8 +182,10 @@ async def compare_via(
     services: Any, rounds: int, folder: str, uids: list[int], port: int, rtt_ms: float
 ) -> None:
     env = {**os.environ, **services.product_env, "IMAP_PORT": str(port)}
+    # The server's log lines (stderr) would interleave with the figures: a shell drops them.
+    quiet = 'exec "$0" -m service.cli serve 2>/dev/null'
     target = StdioServerParameters(
-        command=sys.executable, args=["-m", "service.cli", "serve"], env=env, cwd=str(ROOT)
+        command="/bin/sh", args=["-c", quiet, sys.executable], env=env, cwd=str(ROOT)
     )
     imap = await open_session(replace(services, imap_port=port))
     times: dict[str, list[float]] = {"sdk": [], "lean": [], "direct": [], "call": []}
