@@ -9,8 +9,9 @@ It prints lifecycles/s and p50/p99 per append for one send at a time and for man
 flight on one event loop (each send's appends strictly one after another, as the dispatcher
 does), with the store's batching (group commit: calls of one loop turn leave as pipelines of
 ledger.runner.MAX_BATCH) off and on, plus the CPU seconds this process and redis-server spent
-per lifecycle, the Python-side cost per append and the server's time per EVALSHA, so the
-bottleneck is visible. Every figure is measured here; nothing is estimated.
+per lifecycle, the Python-side cost per append, the server's time per EVALSHA and how many AOF
+rewrites (forked children competing for the same cores) ran meanwhile, so the bottleneck is
+visible. Every figure is measured here; nothing is estimated.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -113,6 +115,11 @@ def redis_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def aof_rewrites(client: Any) -> int:
+    """How many AOF rewrites redis-server has run: each forks a child that competes for CPU."""
+    return int((await client.info("persistence")).get("aof_rewrites", 0))
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
@@ -148,7 +155,9 @@ async def main() -> None:
             for in_flight in args.in_flight:
                 total = args.lifecycles if in_flight > 1 else min(args.lifecycles, 1000)
                 cpu0, server0 = time.process_time(), redis_cpu_s(server_pid)
+                rewrites0 = await aof_rewrites(client)
                 elapsed, lat = await run(store, total, in_flight)
+                rewrites = await aof_rewrites(client) - rewrites0
                 cpu = (time.process_time() - cpu0) / total * 1e6
                 server = (redis_cpu_s(server_pid) - server0) / total * 1e6
                 rate = total / elapsed
@@ -157,7 +166,8 @@ async def main() -> None:
                     f"{rate:7.0f} lifecycles/s ({rate * 5:7.0f} appends/s); per append "
                     f"p50 {pct(lat, 0.50):7.3f} ms, p99 {pct(lat, 0.99):7.3f} ms; CPU per "
                     f"lifecycle: this process {cpu:4.0f} us ({1e6 / cpu:,.0f}/s per core), "
-                    f"redis-server {server:4.0f} us ({1e6 / server:,.0f}/s per core)"
+                    f"redis-server {server:4.0f} us ({1e6 / server:,.0f}/s per core); "
+                    f"AOF rewrites meanwhile: {rewrites}"
                 )
         stats = await client.info("commandstats")
         evalsha = stats.get("cmdstat_evalsha", {})
