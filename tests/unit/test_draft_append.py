@@ -18,12 +18,13 @@ from schemas.errors import (
 )
 from schemas.mutations import MutationResult
 from schemas.secret import Secret
+from support.scripted_wire import ScriptedTransport
 
 RAW = b"From: alice@example.test\r\n\r\nHello\r\n"
 LOGIN = b"OK [CAPABILITY IMAP4rev1 SPECIAL-USE UIDPLUS %s] Logged in"
 
 
-class Peer(asyncio.Transport):
+class Peer(ScriptedTransport):
     """A fake server: LOGIN and LIST answered from a table, APPEND with a literal, then `final`."""
 
     def __init__(self, final: bytes | None, capability: bytes, folders: bytes) -> None:
@@ -31,11 +32,9 @@ class Peer(asyncio.Transport):
         self.final = final
         self.capability = capability
         self.folders = folders
-        self.wire: WireProtocol | None = None
         self.appends: list[bytes] = []
         self.literal: list[bytes] = []
         self._append_tag = ""
-        self.closed = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         raw = bytes(data)
@@ -55,21 +54,6 @@ class Peer(asyncio.Transport):
             self.feed(tag.encode() + b" " + LOGIN % self.capability + b"\r\n")
         elif name == "LIST":
             self.feed(self.folders + tag.encode() + b" OK listed\r\n")
-
-    def feed(self, data: bytes) -> None:
-        assert self.wire is not None
-        asyncio.get_running_loop().call_soon(self.wire.data_received, data)
-
-    def abort(self) -> None:
-        if not self.closed and self.wire is not None:
-            self.closed = True
-            asyncio.get_running_loop().call_soon(self.wire.connection_lost, None)
-
-    def close(self) -> None:
-        self.abort()
-
-    def is_closing(self) -> bool:
-        return self.closed
 
 
 DRAFTS = b'* LIST (\\HasNoChildren \\Drafts) "/" Drafts\r\n* LIST () "/" INBOX\r\n'

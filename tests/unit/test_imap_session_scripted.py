@@ -14,6 +14,7 @@ from providers.imap.pool import ImapPool
 from providers.imap.session import ImapSession, WireProtocol
 from schemas.errors import OutcomeUnknown, SafetyLimit, ServiceUnavailable
 from schemas.secret import Secret
+from support.scripted_wire import ScriptedTransport
 
 GREETING = b"* OK [CAPABILITY IMAP4rev1 LITERAL+ AUTH=PLAIN] ready\r\n"
 LOGGED_IN = b"OK [CAPABILITY IMAP4rev1 LITERAL+ MOVE UIDPLUS CONDSTORE SPECIAL-USE] Logged in"
@@ -23,7 +24,7 @@ EXAMINE = b"* FLAGS (\\Seen)\r\n* 3 EXISTS\r\n* OK [UIDVALIDITY 7] ok\r\n* OK [U
 Reply = Callable[[str, str], bytes | None]
 
 
-class Peer(asyncio.Transport):
+class Peer(ScriptedTransport):
     """A fake transport whose far end answers each command from a table of reply makers."""
 
     def __init__(self, replies: dict[str, Reply]) -> None:
@@ -31,8 +32,6 @@ class Peer(asyncio.Transport):
         self.replies = replies
         self.written: list[bytes] = []
         self.commands: list[str] = []
-        self.closed = False
-        self.wire: WireProtocol | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         raw = bytes(data)
@@ -46,21 +45,6 @@ class Peer(asyncio.Transport):
         reply = make(tag, rest)
         if reply is not None:
             self.feed(reply)
-
-    def feed(self, data: bytes) -> None:
-        assert self.wire is not None
-        asyncio.get_running_loop().call_soon(self.wire.data_received, data)
-
-    def abort(self) -> None:
-        if not self.closed and self.wire is not None:
-            self.closed = True
-            asyncio.get_running_loop().call_soon(self.wire.connection_lost, None)
-
-    def close(self) -> None:
-        self.abort()
-
-    def is_closing(self) -> bool:
-        return self.closed
 
 
 def tagged(status: bytes, untagged: bytes = b"") -> Reply:
