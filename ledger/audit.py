@@ -79,26 +79,12 @@ def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) ->
         findings = [Finding(pid, p.seq, p.kind, p.detail) for p in problems]
         if not findings:  # verified_events is stricter only on the skew-free walk; keep honest
             findings = [Finding(pid, 0, "chain", "the chain did not verify")]
-        return StreamAudit(
-            pid=pid,
-            events=len(entries),
-            status="corrupt",
-            last_srv_ms=last_srv,
-            findings=findings,
-            investigate="integrity findings",
-        )
+        return _corrupt(pid, len(entries), last_srv, findings)
     findings = _skew(pid, entries, events, rules.skew_ms)
     lifecycle, broken = _fold(pid, entries, events)
     if broken is not None:
         findings.append(broken)
-        return StreamAudit(
-            pid=pid,
-            events=len(entries),
-            status="corrupt",
-            last_srv_ms=last_srv,
-            findings=findings,
-            investigate="integrity findings",
-        )
+        return _corrupt(pid, len(entries), last_srv, findings)
     findings += _rules(pid, entries, events, lifecycle, rules)
     answer = public_status(lifecycle, rules.as_of_ms)
     late = any(event.type == "late_outcome_observed" for event in events)
@@ -121,6 +107,18 @@ def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) ->
         last_srv_ms=last_srv,
         findings=findings,
         investigate=reason,
+    )
+
+
+def _corrupt(pid: str, events: int, last_srv: int, findings: list[Finding]) -> StreamAudit:
+    """The verdict on a stream whose chain or stored transitions do not hold."""
+    return StreamAudit(
+        pid=pid,
+        events=events,
+        status="corrupt",
+        last_srv_ms=last_srv,
+        findings=findings,
+        investigate="integrity findings",
     )
 
 
