@@ -129,7 +129,11 @@ async def dial(answers: list[tuple[int, SockAddr]]) -> socket.socket | None:
     """Connect to the vetted addresses in order; return the first socket, or None if all fail."""
     loop = asyncio.get_running_loop()
     for family, sockaddr in answers:
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # Named TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP,
+        # and without it a short write after a long one (SMTP's end-of-data marker after the
+        # body) waits ~40 ms for the peer's delayed ACK (Nagle).
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
         try:
             await loop.sock_connect(sock, sockaddr)
