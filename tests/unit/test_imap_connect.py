@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -13,6 +14,7 @@ import pytest
 from providers.imap.connect import connect
 from providers.imap.settings import ImapSettings
 from providers.netsafety import (
+    dial,
     is_dialable_private_address,
     is_public_address,
     resolve_destination,
@@ -89,6 +91,22 @@ class TestResolve:
     async def test_a_name_that_does_not_resolve_is_refused(self) -> None:
         with pytest.raises(ServiceUnavailable):
             await resolve_destination("no-such-host.invalid", 993, allow_private_hosts=True)
+
+
+class TestDial:
+    async def test_a_dialled_socket_sends_small_writes_at_once(self) -> None:
+        """TCP_NODELAY: a short write after a long one must not wait for the peer's ACK."""
+        server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            answers = await resolve_destination("127.0.0.1", port, allow_private_hosts=True)
+            sock = await dial(answers)
+            assert sock is not None
+            with sock:
+                assert 0 != sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                assert socket.IPPROTO_TCP == sock.proto
+        finally:
+            server.close()
 
 
 class TestTls:
