@@ -6,15 +6,17 @@ The behaviour is chosen by each recipient's local part (case-insensitive):
   data-NNN@..   accept the RCPT, reply NNN after DATA (nothing stored)
   drop@..       store the message, then abort the TCP connection without a reply
   slow-X@..     store, wait X seconds (X may be fractional, e.g. slow-0.5), then reply 250
+  stall-X@..    wait X seconds before answering that RCPT (250): a send held before its DATA
   hang@..       store and never reply; the connection stays open until the client goes away
   anything else store and reply 250
 
 Every DATA transaction is appended as one JSON line to $SPOOL/transactions.jsonl before any
 reply is sent: n, mail_from, rcpt_tos, outcome ("accepted", "rejected-NNN", "dropped", "slow",
-"hang", or "incomplete" when the client vanished before the final dot), data_started_at (when
-the DATA command arrived), terminator_at (when the final dot arrived), bytes, stored. A refused
-RCPT is a line too (outcome "rcpt-NNN", no terminator). Stored messages are $SPOOL/<n>.eml, the
-exact bytes received. With SINK_LMTP=host:port they are also relayed to Dovecot (best effort).
+"hang", or "incomplete" when the client vanished before the final dot), connection (which
+accepted connection carried it, numbered from 1), data_started_at (when the DATA command
+arrived), terminator_at (when the final dot arrived), bytes, stored. A refused RCPT is a line
+too (outcome "rcpt-NNN", no terminator). Stored messages are $SPOOL/<n>.eml, the exact bytes
+received. With SINK_LMTP=host:port they are also relayed to Dovecot (best effort).
 
 usage: smtp_sink.py --port PORT [--host 127.0.0.1 --host ::1] --cert CRT --key KEY
                     [--spool DIR (default $SINK_DIR)] [--lmtp HOST:PORT (default $SINK_LMTP)]
@@ -46,6 +48,7 @@ PASSWORD = b"alicepw"
 RCPT_RE = re.compile(r"rcpt-([45]\d\d)")
 DATA_RE = re.compile(r"data-([45]\d\d)")
 SLOW_RE = re.compile(r"slow-(\d+(?:\.\d+)?)")
+STALL_RE = re.compile(r"stall-(\d+(?:\.\d+)?)")
 
 
 def local_part(address: str) -> str:
@@ -86,6 +89,7 @@ class SinkSMTP(SMTP):
 
     data_started_at: float | None = None
     terminator_seen: bool = False
+    connection: int = 0  # numbered per accepted connection, so tests can see session reuse
 
     async def smtp_DATA(self, arg: str) -> None:
         self.data_started_at = time.time()
@@ -96,7 +100,7 @@ class SinkSMTP(SMTP):
             envelope = self.envelope
             if not self.terminator_seen and envelope is not None and envelope.rcpt_tos:
                 handler: SinkHandler = self.event_handler
-                handler.record_incomplete(envelope, self.data_started_at)
+                handler.record_incomplete(envelope, self.data_started_at, self.connection)
             raise
 
 
@@ -124,6 +128,7 @@ class SinkHandler:
                     "mail_from": envelope.mail_from,
                     "rcpt_tos": [address],
                     "outcome": f"rcpt-{code}",
+                    "connection": server.connection,
                     "data_started_at": None,
                     "terminator_at": None,
                     "bytes": None,
@@ -132,6 +137,9 @@ class SinkHandler:
             )
             text = "4.2.0 try again later" if code[0] == "4" else "5.1.1 no such user"
             return f"{code} {text} (sink)"
+        stall = STALL_RE.fullmatch(local_part(address))
+        if stall:
+            await asyncio.sleep(float(stall[1]))
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
@@ -162,6 +170,7 @@ class SinkHandler:
                 "mail_from": envelope.mail_from,
                 "rcpt_tos": list(envelope.rcpt_tos),
                 "outcome": outcome,
+                "connection": server.connection,
                 "data_started_at": server.data_started_at,
                 "terminator_at": terminator_at,
                 "bytes": len(content),
@@ -185,7 +194,9 @@ class SinkHandler:
             await asyncio.sleep(max(delays))
         return f"250 2.0.0 OK queued as sink-{n}"
 
-    def record_incomplete(self, envelope: Envelope, data_started_at: float | None) -> None:
+    def record_incomplete(
+        self, envelope: Envelope, data_started_at: float | None, connection: int
+    ) -> None:
         """Record a DATA whose final dot never arrived (the client went away)."""
         self.spool.record(
             {
@@ -193,6 +204,7 @@ class SinkHandler:
                 "mail_from": envelope.mail_from,
                 "rcpt_tos": list(envelope.rcpt_tos),
                 "outcome": "incomplete",
+                "connection": connection,
                 "data_started_at": data_started_at,
                 "terminator_at": None,
                 "bytes": None,
@@ -235,10 +247,14 @@ async def serve(args: argparse.Namespace) -> None:
     handler = SinkHandler(Spool(args.spool), args.lmtp or None)
     loop = asyncio.get_running_loop()
 
+    accepted = 0
+
     def factory() -> SinkSMTP:
+        nonlocal accepted
+        accepted += 1
         # The listener is TLS-only, so AUTH always happens over TLS; aiosmtpd cannot see
         # implicit TLS (it tracks STARTTLS only), hence auth_require_tls=False.
-        return SinkSMTP(
+        smtp = SinkSMTP(
             handler,
             hostname="localhost",
             ident="angelos test sink",
@@ -248,6 +264,8 @@ async def serve(args: argparse.Namespace) -> None:
             authenticator=authenticate,
             data_size_limit=64 * 1024 * 1024,
         )
+        smtp.connection = accepted
+        return smtp
 
     warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS")
     logging.getLogger("mail.log").setLevel(logging.ERROR)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 from aiosmtplib import (
     SMTPException,
@@ -35,7 +36,7 @@ QUIT_TIMEOUT_S = 5.0
 
 
 class SmtpSubmitter:
-    """Submits one message per `begin` over a fresh connection to the configured server."""
+    """Submits one message per `begin` over a fresh connection, closed after the outcome."""
 
     def __init__(self, settings: SmtpSettings) -> None:
         if settings.tls_mode not in TLS_MODES:
@@ -50,29 +51,58 @@ class SmtpSubmitter:
 
     async def begin(self, envelope: Envelope, raw: bytes) -> SmtpSubmission:
         """Run every step before the end-of-data marker; NotSent on any failure."""
-        if not _is_submittable(envelope, raw):
-            # Defence in depth: addresses go verbatim into commands, so check them even if
-            # the caller skipped validate_submission.
-            raise NotSent("validation", "local_validation", network_contacted=False)
+        check_submittable(envelope, raw)
         channel = await open_session(self._settings)
-        try:
-            text = normalize_line_endings(raw)
-            body = stuff_dots(text)
-            await _send_envelope(channel, envelope, len(text))
-            await channel.command(b"DATA", stage="data", reason="data_refused", expect=(354,))
-            await _send_body(channel, body)
-        except BaseException:
-            channel.abort()
-            raise
-        return SmtpSubmission(channel, len(body), self._settings.termination_timeout_s)
+        return await transact(channel, envelope, raw, self._settings, quit_channel)
+
+
+KeepChannel = Callable[[Channel], Awaitable[None]]
+
+
+def check_submittable(envelope: Envelope, raw: bytes) -> None:
+    """Refuse before any connection what must never reach the wire (NotSent, validation)."""
+    if not _is_submittable(envelope, raw):
+        # Defence in depth: addresses go verbatim into commands, so check them even if
+        # the caller skipped validate_submission.
+        raise NotSent("validation", "local_validation", network_contacted=False)
+
+
+async def transact(
+    channel: Channel, envelope: Envelope, raw: bytes, settings: SmtpSettings, keep: KeepChannel
+) -> SmtpSubmission:
+    """On an authenticated session: MAIL, RCPT, DATA and the body, then stop before the dot.
+
+    Any failure drops the connection and raises NotSent; `keep` receives the channel once a
+    later commit ends in acceptance (the session is then clean for another transaction).
+    """
+    try:
+        text = normalize_line_endings(raw)
+        body = stuff_dots(text)
+        await _send_envelope(channel, envelope, len(text))
+        await channel.command(b"DATA", stage="data", reason="data_refused", expect=(354,))
+        await _send_body(channel, body)
+    except BaseException:
+        channel.abort()
+        raise
+    return SmtpSubmission(channel, len(body), settings.termination_timeout_s, keep)
+
+
+async def quit_channel(channel: Channel) -> None:
+    """QUIT best effort, then close: used when a session is not kept for another message."""
+    with contextlib.suppress(SMTPException, OSError, ValueError):
+        await channel.protocol.execute_command(b"QUIT", timeout=QUIT_TIMEOUT_S)
+    channel.abort()
 
 
 class SmtpSubmission:
     """A transaction whose body is on the wire without its end-of-data marker."""
 
-    def __init__(self, channel: Channel, wire_bytes: int, termination_timeout_s: float) -> None:
+    def __init__(
+        self, channel: Channel, wire_bytes: int, termination_timeout_s: float, keep: KeepChannel
+    ) -> None:
         self._channel = channel
         self._termination_timeout_s = termination_timeout_s
+        self._keep = keep
         self._state = "open"  # open -> committed | aborted
         self.wire_bytes = wire_bytes  # dot-stuffed body bytes written, marker excluded
 
@@ -115,19 +145,15 @@ class SmtpSubmission:
         code = reply_code(response)
         status = enhanced_status(code, response.message)
         if 200 <= code <= 299:
-            await self._quit()
+            # The outcome is decided: whatever happens to the session now changes nothing.
+            await self._keep(self._channel)
             return FinalReply(code=code, enhanced_status=status)
         if 400 <= code <= 599:
-            await self._quit()
+            # Only sessions whose last transaction was accepted are ever kept for another.
+            await quit_channel(self._channel)
             raise NotSent("acknowledgement", "final_reply_negative", code, status)
         self._channel.abort()
         raise MaybeSent("acknowledgement", "malformed_reply")
-
-    async def _quit(self) -> None:
-        """QUIT best effort: the outcome is already decided, so its failure changes nothing."""
-        with contextlib.suppress(SMTPException, OSError, ValueError):
-            await self._channel.protocol.execute_command(b"QUIT", timeout=QUIT_TIMEOUT_S)
-        self._channel.abort()
 
 
 def _is_submittable(envelope: Envelope, raw: bytes) -> bool:

@@ -21,6 +21,7 @@ class Transaction(msgspec.Struct, frozen=True, kw_only=True):
     mail_from: str | None
     rcpt_tos: list[str]
     outcome: str  # accepted, rejected-NNN, dropped, slow, hang, incomplete, rcpt-NNN
+    connection: int  # which accepted connection carried it (numbered from 1)
     data_started_at: float | None
     terminator_at: float | None  # None: the final dot never arrived (rcpt-NNN, incomplete)
     size: int | None = msgspec.field(name="bytes")
