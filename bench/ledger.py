@@ -4,7 +4,8 @@ Run under the test peers:  scripts/test-services run -- .venv/bin/python bench/l
 Each round prepares one message (not timed), then times, alternately:
   * ledger send: Dispatcher.confirm (read, claim, attempt marker, body, commit point,
     terminator, outcome event) against the real Redis (AOF, appendfsync always) and SMTP sink;
-  * plain send: the same bytes through the same SmtpSubmitter (begin + commit), no ledger.
+  * plain send: the same bytes through the same SMTP connection pool (begin + commit), no
+    ledger.
 It prints p50/p95 of both, the ratio, and the added latency (target ≤ 5 ms p50). Throughput of
 ledger work alone is bench/ledger_core.py.
 """
@@ -72,8 +73,9 @@ async def run(services: Any, rounds: int) -> None:
                 mail_from=services.mail_from, recipients=(f"plain{i}@example.test",)
             )
             started = time.perf_counter()
-            submission = await dispatcher.submitter.begin(envelope, raw)
-            await submission.commit()
+            async with dispatcher.submitter.slot() as slot:
+                submission = await slot.begin(envelope, raw)
+                await submission.commit()
             plain_s = time.perf_counter() - started
             if i >= 5:  # warm-up rounds are not counted
                 ledger_times.append(ledger_s)

@@ -14,6 +14,7 @@ from schemas.ledger import Event, LedgerEntry, decode_event
 from schemas.ledger_events import (
     Claimed,
     DispatchAborted,
+    DispatchQueued,
     DuplicateConfirm,
     EventData,
     LateOutcomeObserved,
@@ -95,6 +96,11 @@ def meaning(data: EventData) -> str:
         )
     if isinstance(data, DuplicateConfirm):
         return f"confirm repeated; replayed '{data.observed_status}', nothing resent"
+    if isinstance(data, DispatchQueued):
+        return (
+            f"waiting for one of {data.connections} SMTP connections ({data.ahead} ahead); "
+            "no network yet"
+        )
     kind = data.TYPE.replace("_", " ")
     return kind[:1].upper() + kind[1:]
 
@@ -107,7 +113,8 @@ def conclusion(lifecycle: Lifecycle) -> str:
     if state == "EXPIRED":
         return "expired unclaimed: nothing was sent by this service"
     if state == "CLAIMED":
-        return "claimed, attempt marker absent: nothing has been sent (so far)"
+        waiting = ", waiting for an SMTP connection" if lifecycle.queued else ""
+        return f"claimed{waiting}, attempt marker absent: nothing has been sent (so far)"
     if state == "ATTEMPTING":
         return "attempt marker present, commit point absent: not submitted (so far)"
     if state == "COMMITTED":

@@ -17,6 +17,7 @@ import time
 from typing import Literal, Protocol
 
 import structlog
+from msgspec import UNSET
 
 from ledger.chain import verified_events
 from ledger.lease import Lease
@@ -26,7 +27,7 @@ from ledger.projection import project
 from ledger.run_writes import Closed, DispatchSettings, Run, RunWriter
 from ledger.smtp_events import finish, rejected, stage_of, status_of
 from ledger.store import LedgerStore, head_of
-from ledger.submitter import Submission, Submitter
+from ledger.submitter import Slot, Submission, Submitter
 from schemas import errors
 from schemas.digest import approval_digest
 from schemas.ledger import LedgerEntry, LedgerUnavailable, PreparedPayload, decode_payload
@@ -34,6 +35,7 @@ from schemas.ledger_events import (
     Claimed,
     ConfirmRefused,
     DispatchAborted,
+    DispatchQueued,
     DuplicateConfirm,
     SentFilingFailed,
     SentFilingStarted,
@@ -117,7 +119,10 @@ class Dispatcher:
             return await asyncio.wait_for(asyncio.shield(task), self.settings.tool_deadline_s)
         except TimeoutError:
             return SendResult(
-                status="sending", message_id=run.message_id, warnings=[PENDING_WARNING]
+                status="sending",
+                message_id=run.message_id,
+                warnings=[PENDING_WARNING],
+                queued=True if run.queued else UNSET,
             )
 
     async def drain(self, timeout_s: float) -> None:
@@ -147,7 +152,7 @@ class Dispatcher:
             return await self._claim_refused(run, head, outcome)
         if blob is None:
             raise errors.OperationFailed("the claim kept conflicting; nothing was consumed or sent")
-        run.claimed_at = time.monotonic()
+        run.started_at = time.monotonic()
         await self._fault("after_claim")
         return await self._after_claim(run, blob, lifecycle)
 
@@ -275,7 +280,27 @@ class Dispatcher:
     async def _submit(
         self, run: Run, payload: PreparedPayload, envelope: Envelope
     ) -> SendResult | ReplayResult:
-        elapsed = time.monotonic() - run.claimed_at
+        if self.submitter.busy():
+            await self._queue(run)
+        async with self.submitter.slot() as slot:
+            run.queued = False
+            if run.waited:
+                # The clocks of the pipeline (claim to attempt, the commit point deadline) start
+                # when a queued dispatch gets its connection: waiting must never cost a send.
+                run.started_at = time.monotonic()
+            return await self._attempt(run, payload, envelope, slot)
+
+    async def _queue(self, run: Run) -> None:
+        """Record that the claimed message waits for a connection; nothing is sent meanwhile."""
+        note = DispatchQueued(connections=self.submitter.capacity, ahead=self.submitter.waiting)
+        await self.writes.note(run, note)
+        run.queued = run.waited = True
+        await self._fault("while_queued")
+
+    async def _attempt(
+        self, run: Run, payload: PreparedPayload, envelope: Envelope, slot: Slot
+    ) -> SendResult | ReplayResult:
+        elapsed = time.monotonic() - run.started_at
         if not self.lease.fresh(self.settings.lease_fresh_s) or (
             elapsed >= self.settings.claim_to_attempt_s
         ):
@@ -291,7 +316,7 @@ class Dispatcher:
             return await self._attempt_not_recorded(run)
         await self._fault("after_attempt_started")
         try:
-            submission = await self.submitter.begin(envelope, payload.raw)
+            submission = await slot.begin(envelope, payload.raw)
         except NotSent as exc:
             await self.writes.append(run, rejected(exc))
             return self._answer(run, "rejected", exc.stage)
@@ -301,10 +326,10 @@ class Dispatcher:
     async def _commit(
         self, run: Run, payload: PreparedPayload, submission: Submission
     ) -> SendResult | ReplayResult:
-        elapsed = time.monotonic() - run.claimed_at
+        elapsed = time.monotonic() - run.started_at
         room = self.settings.dispatch_deadline_s - self.settings.termination_timeout_s
         point = SmtpCommitPoint(
-            wire_bytes=getattr(submission, "wire_bytes", len(payload.raw)),
+            wire_bytes=submission.wire_bytes,
             raw_sha256=hashlib.sha256(payload.raw).hexdigest(),
         )
         if (

@@ -116,6 +116,7 @@ class Lifecycle(Struct, frozen=True, kw_only=True):
     last_lifecycle_type: str = ""
     lifecycle_events: int = 0
     annotations: int = 0
+    queued: bool = False  # a dispatch_queued annotation was written (it waits while CLAIMED)
 
 
 def rule_for(state: State, event_type: str) -> Rule | None:
@@ -142,7 +143,11 @@ def advance(lifecycle: Lifecycle, event: Event, srv_ms: int | None = None) -> Li
     if event.type in ANNOTATION_TYPES:
         if state == "NONE":
             raise InvalidTransition(state, event.type, "an annotation needs a prepared stream")
-        return msgspec.structs.replace(lifecycle, annotations=lifecycle.annotations + 1)
+        return msgspec.structs.replace(
+            lifecycle,
+            annotations=lifecycle.annotations + 1,
+            queued=lifecycle.queued or event.type == "dispatch_queued",
+        )
     rule = rule_for(state, event.type)
     if rule is None:
         raise InvalidTransition(state, event.type)

@@ -122,6 +122,7 @@ def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
         raise LedgerCorrupt("the send ledger stream has no public status")
     stage = _stage(lifecycle) if status in ("accepted", "rejected", "unknown") else None
     recovered = isinstance(lifecycle.terminal, RecoveryClassified)
+    queued = state == "CLAIMED" and lifecycle.queued
     return SendStatusResult(
         status=status,
         message_id=prepared.message_id,
@@ -129,6 +130,7 @@ def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
         stage=stage if stage in PUBLIC_STAGES else msgspec.UNSET,
         sent_filing=_sent_filing(lifecycle, status),
         recovered=True if recovered else msgspec.UNSET,
+        queued=True if queued else msgspec.UNSET,
     )
 
 

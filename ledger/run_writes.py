@@ -49,7 +49,9 @@ class Run:
         self.append_sent = append_sent
         self.message_id = ""
         self.head: Head | None = None
-        self.claimed_at = 0.0  # monotonic
+        self.started_at = 0.0  # monotonic: the claim, or the end of a wait for a connection
+        self.queued = False  # waiting for a connection right now
+        self.waited = False  # waited for a connection at some point
         self.claim_srv_ms = 0  # Redis time of the claim
         self.warnings: list[str] = []
 
@@ -95,6 +97,24 @@ class RunWriter:
                 return
             if not self.annotations_only(run, outcome):
                 raise Closed()
+
+    async def note(self, run: Run, data: EventData) -> None:
+        """Append an annotation after the run's head; it only informs, so a failure is logged."""
+        assert run.head is not None
+        try:
+            outcome = await self.store.append(
+                run.pid, run.head, data, actor=self.actor, eid=new_id()
+            )
+        except LedgerUnavailable:
+            outcome = None
+        if (
+            outcome is not None
+            and outcome.head is not None
+            and outcome.result in ("appended", "duplicate")
+        ):
+            run.head = outcome.head
+        else:  # the cap was reached, or the next lifecycle append will meet what happened
+            log.warning("annotation_not_recorded", pid=run.pid, type=data.TYPE)
 
     def annotations_only(self, run: Run, outcome: AppendOutcome) -> bool:
         """Tell whether only annotations moved the head (the dispatch is still ours); adopt it.

@@ -2,11 +2,13 @@
 
 The dispatcher is written against these protocols, never against aiosmtplib; the service hands
 it a Submitter built by providers.smtp. The split between `begin` and `commit` is the commit
-point of spec/sending.md §8.8: `smtp_commit_point` is made durable between the two calls.
+point: `smtp_commit_point` is made durable between the two calls. Connections are a bounded
+resource: a dispatch first waits for a slot, and only then records its attempt marker.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from schemas.submission import Envelope, FinalReply, SmtpEndpoint
@@ -14,6 +16,11 @@ from schemas.submission import Envelope, FinalReply, SmtpEndpoint
 
 class Submission(Protocol):
     """One open SMTP transaction whose body is on the wire without its terminator."""
+
+    @property
+    def wire_bytes(self) -> int:
+        """The dot-stuffed body bytes written, the end-of-data marker excluded."""
+        ...
 
     async def commit(self) -> FinalReply:
         """Write CRLF.CRLF and await the final reply under the DATA-termination timeout.
@@ -28,18 +35,44 @@ class Submission(Protocol):
         ...
 
 
+class Slot(Protocol):
+    """The right to use one connection; submissions begun here end before the slot does."""
+
+    async def begin(self, envelope: Envelope, raw: bytes) -> Submission:
+        """Connect (or reuse a session), MAIL, every RCPT, DATA 354 and the dot-stuffed body.
+
+        Stops before the terminator. Raises NotSent(stage in connection | authentication |
+        envelope | data, reason, ...) when any step fails; nothing is then submitted.
+        """
+        ...
+
+
 class Submitter(Protocol):
-    """A configured transport that can begin exactly one submission per call."""
+    """A configured transport with a bounded number of connections."""
 
     @property
     def endpoint(self) -> SmtpEndpoint:
         """Return the configured endpoint recorded in `smtp_attempt_started`."""
         ...
 
-    async def begin(self, envelope: Envelope, raw: bytes) -> Submission:
-        """Connect, TLS, EHLO, AUTH, MAIL, every RCPT, DATA 354, and the dot-stuffed body.
+    @property
+    def capacity(self) -> int:
+        """How many submissions may hold a connection at once."""
+        ...
 
-        Stops before the terminator. Raises NotSent(stage in connection | authentication |
-        envelope | data, reason, ...) when any step fails; nothing is then submitted.
-        """
+    @property
+    def waiting(self) -> int:
+        """How many submissions wait for a slot right now."""
+        ...
+
+    def busy(self) -> bool:
+        """Tell whether a new submission would have to wait for a slot."""
+        ...
+
+    def slot(self) -> AbstractAsyncContextManager[Slot]:
+        """Wait for a free slot (never failing for lack of one) and hold it for the block."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the connections kept for later messages (shutdown)."""
         ...

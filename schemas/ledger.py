@@ -266,6 +266,7 @@ class SendStatusResult(Struct, frozen=True, kw_only=True):
     warning: str = STATUS_WARNING
     sent_filing: SentFiling | UnsetType = UNSET
     recovered: Literal[True] | UnsetType = UNSET
+    queued: Literal[True] | UnsetType = UNSET  # sending, waiting for a free SMTP connection
 
 
 UNAVAILABLE: Final = SendStatusResult(status="unavailable")

@@ -227,6 +227,15 @@ class DuplicateConfirm(_Data, frozen=True, forbid_unknown_fields=True, kw_only=T
     observed_status: PublicStatus
 
 
+class DispatchQueued(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Annotation: the claimed message waits for a free SMTP connection; nothing is sent yet."""
+
+    TYPE = "dispatch_queued"
+    ANNOTATION = True
+    connections: Annotated[int, Meta(ge=1, le=MAX_INT)]  # the process's SMTP_MAX_CONNECTIONS
+    ahead: Int53  # dispatches of this process already waiting
+
+
 class LateOutcomeObserved(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Annotation: a definitive outcome arrived after recovery had closed the dispatch."""
 
@@ -253,6 +262,7 @@ EventData = (
     | RecoveryClassified
     | ConfirmRefused
     | DuplicateConfirm
+    | DispatchQueued
     | LateOutcomeObserved
 )
 DATA_CLASSES: Final[dict[str, type[_Data]]] = {
@@ -273,6 +283,7 @@ DATA_CLASSES: Final[dict[str, type[_Data]]] = {
         RecoveryClassified,
         ConfirmRefused,
         DuplicateConfirm,
+        DispatchQueued,
         LateOutcomeObserved,
     )
 }
@@ -305,5 +316,6 @@ EventType = Literal[
     "recovery_classified",
     "confirm_refused",
     "duplicate_confirm",
+    "dispatch_queued",
     "late_outcome_observed",
 ]

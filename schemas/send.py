@@ -34,6 +34,7 @@ class SendResult(Struct, kw_only=True):
     message_id: str
     warnings: list[str] = field(default_factory=list)
     delivery_verified: Literal[False] = False
+    queued: Literal[True] | UnsetType = UNSET  # sending, still waiting for an SMTP connection
 
 
 class ReplayResult(Struct, kw_only=True):

@@ -16,7 +16,7 @@ from ledger.run_writes import DispatchSettings
 from ledger.selfcheck import SelfCheckOptions, self_check
 from ledger.store import LedgerStore
 from providers.mailbox import Mailbox
-from providers.smtp import SmtpSettings, SmtpSubmitter, validate_submission
+from providers.smtp import SmtpPool, SmtpSettings, validate_submission
 from schemas import errors
 from schemas.ledger import SelfCheckReport
 from schemas.ledger_events import SentFilingFailed, SentFilingSucceeded
@@ -46,6 +46,7 @@ class Sending:
         if self.dispatcher is not None:
             await self.dispatcher.drain(self.dispatcher.settings.tool_deadline_s)
             await self.dispatcher.lease.stop()
+            await self.dispatcher.submitter.aclose()
         if self.store is not None:
             with contextlib.suppress(Exception):
                 await self.store.client.aclose()
@@ -166,7 +167,7 @@ async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
     sending.dispatcher = Dispatcher(
         store=store,
         lease=lease,
-        submitter=SmtpSubmitter(smtp_settings(mail, store_config)),
+        submitter=SmtpPool(smtp_settings(mail, store_config), mail.smtp_max_connections),
         validate=validate,
         filer=MailboxSentFiler(mailbox),
         settings=dispatch_settings(store_config, report),

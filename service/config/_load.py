@@ -97,6 +97,7 @@ def _describe_mail(mail: MailConfig) -> dict[str, object]:
         "smtp_host": mail.smtp_host,
         "smtp_port": mail.smtp_port,
         "smtp_tls_mode": mail.smtp_tls_mode,
+        "smtp_max_connections": mail.smtp_max_connections,
         "timeout_s": mail.timeout_s,
         "tls_ca_file": mail.tls_ca_file,
         "allow_private_hosts": mail.allow_private_hosts,

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
+from providers.smtp import DEFAULT_MAX_CONNECTIONS
 from schemas.secret import Secret
 from service.config._model import MailConfig
 from service.config._rules import (
@@ -15,6 +16,7 @@ from service.config._rules import (
     has_control,
     has_cr_lf_nul,
     is_bare_address,
+    parse_decimal,
     parse_go_duration,
     parse_port,
     utf8_size,
@@ -55,6 +57,7 @@ _MAX_ALIASES_BYTES = 16 * 1024
 _MAX_TOKEN_CHARS = 16384
 _MIN_TIMEOUT_NS = 1_000_000_000
 _MAX_TIMEOUT_NS = 120_000_000_000
+_MAX_SMTP_CONNECTIONS = 32
 
 UNSUPPORTED_MICROSOFT = (
     "MAIL_PROVIDER: microsoft (Microsoft Graph) is not supported by this release; "
@@ -97,6 +100,7 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
     aliases = _aliases(env, provider, problems)
     endpoints = _endpoints(env, provider, problems)
     timeout_ms = _timeout_ms(env, problems)
+    max_connections = _max_connections(env, problems)
     tls_ca_file = _tls_ca_file(env, problems)
     _check_google(env, provider, auth_mode, problems)
     _check_microsoft(env, provider, problems)
@@ -123,6 +127,7 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
         smtp_host=endpoints.smtp_host,
         smtp_port=endpoints.smtp_port,
         smtp_tls_mode=endpoints.smtp_tls_mode,
+        smtp_max_connections=max_connections,
         timeout_s=(timeout_ms or DEFAULT_TIMEOUT_MS) / 1000,
         tls_ca_file=tls_ca_file,
         allow_private_hosts=env.get("MAIL_ALLOW_PRIVATE_HOSTS") == "1",
@@ -305,6 +310,17 @@ def _timeout_ms(env: Mapping[str, str], problems: list[str]) -> int | None:
         problems.append("MAIL_TIMEOUT: must be between 1s and 2m")
         return None
     return nanoseconds // 1_000_000
+
+
+def _max_connections(env: Mapping[str, str], problems: list[str]) -> int:
+    raw = value_of(env, "SMTP_MAX_CONNECTIONS")
+    if raw is None:
+        return DEFAULT_MAX_CONNECTIONS
+    number = parse_decimal(raw)
+    if number is None or not 1 <= number <= _MAX_SMTP_CONNECTIONS:
+        problems.append(f"SMTP_MAX_CONNECTIONS: must be an integer 1..{_MAX_SMTP_CONNECTIONS}")
+        return DEFAULT_MAX_CONNECTIONS
+    return number
 
 
 def _tls_ca_file(env: Mapping[str, str], problems: list[str]) -> str | None:

@@ -29,6 +29,7 @@ class MailConfig(msgspec.Struct, frozen=True):
     smtp_host: str
     smtp_port: int
     smtp_tls_mode: str
+    smtp_max_connections: int
     timeout_s: float
     tls_ca_file: str | None
     allow_private_hosts: bool

@@ -17,8 +17,8 @@ from service.config._urls import parse_redis_url
 _NAMESPACE = re.compile(r"[a-z0-9-]{1,32}", re.ASCII)
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}", re.ASCII)
 _FAULT_POINT = re.compile(
-    r"(after_claim|after_attempt_started|mid_body|after_commit_point|after_terminator"
-    r"|after_filing_started)(:(exit|stop))?",
+    r"(after_claim|while_queued|after_attempt_started|mid_body|after_commit_point"
+    r"|after_terminator|after_filing_started)(:(exit|stop))?",
     re.ASCII,
 )
 _MAX_TEST_PREPARE_TTL_MS = 900_000

@@ -34,6 +34,7 @@ from faults.harness import (
 from ledger.connection import connect
 from ledger.outcomes import LedgerSettings
 from ledger.store import LedgerStore
+from schemas.ledger_events import ANNOTATION_TYPES
 from support.services import Services
 from support.smtp_sink import Transaction, transactions
 
@@ -52,6 +53,7 @@ class Row(NamedTuple):
     append_sent: bool = False
     sent_filing: str = ""
     late_possible: bool = False  # a resumed dispatcher may learn the outcome after recovery
+    queued: bool = False  # the row's send waits behind another that holds the one connection
 
 
 ROWS = [
@@ -59,6 +61,10 @@ ROWS = [
     Row(
         "kill after attempt marker", "after_attempt_started", "exit", "rejected", "interrupted",
         (0,),
+    ),
+    Row(
+        "kill while queued", "while_queued", "exit", "rejected", "not_attempted", (0,),
+        queued=True,
     ),
     Row("kill mid-body", "mid_body", "exit", "rejected", "interrupted", (0,)),
     Row(
@@ -71,6 +77,10 @@ ROWS = [
         (1,), append_sent=True, sent_filing="unknown",
     ),
     Row("pause after claimed", "after_claim", "stop", "rejected", "not_attempted", (0,)),
+    Row(
+        "pause while queued", "while_queued", "stop", "rejected", "not_attempted", (0,),
+        queued=True,
+    ),
     Row("pause mid-body", "mid_body", "stop", "rejected", "interrupted", (0,)),
     Row(
         "pause after commit point", "after_commit_point", "stop", "unknown", "acknowledgement",
@@ -95,6 +105,7 @@ class Outcome(NamedTuple):
     replay: Any
     resumed_answer: Any
     recovered_by: str
+    holder_pid: str  # the send that held the only connection (queued rows), else ""
 
 
 class Matrix(NamedTuple):
@@ -122,6 +133,7 @@ async def _run(services: Services, logs: Path) -> Matrix:
         {
             **(env_k if row.mode == "exit" else env_p),
             "ANGELOS_FAULT_POINT": f"{row.point}:{row.mode}",
+            **({"SMTP_MAX_CONNECTIONS": "1"} if row.queued else {}),
         }
         for row in ROWS
     ]
@@ -138,6 +150,11 @@ async def _run(services: Services, logs: Path) -> Matrix:
         previews = await asyncio.gather(
             *(prepare(s.url, r) for s, r in zip(faulty, rcpts, strict=True))
         )
+        holders = {
+            n: await _hold_the_connection(faulty[n], stores[row.mode], tag)
+            for n, row in enumerate(ROWS)
+            if row.queued
+        }
         calls = [
             asyncio.create_task(confirm(s.url, p, append_sent=row.append_sent))
             for s, p, row in zip(faulty, previews, ROWS, strict=True)
@@ -195,6 +212,7 @@ async def _run(services: Services, logs: Path) -> Matrix:
                     ),
                     "",
                 ),
+                holder_pid=holders[n][0] if n in holders else "",
             )
         await asyncio.sleep(0.5)  # no second session may ever appear
         rows = {
@@ -205,13 +223,30 @@ async def _run(services: Services, logs: Path) -> Matrix:
             "exit": await asyncio.to_thread(ledger_json, env_k, "verify"),
             "stop": await asyncio.to_thread(ledger_json, env_p, "verify"),
         }
-        for task in calls:
+        for task in [*calls, *(task for _, task in holders.values())]:
             task.cancel()
         return Matrix(rows, dry_run, queue, recover, verify, time.monotonic() - started)
     finally:
         for server in [*servers, *([survivor_k] if survivor_k else [])]:
             server.stop()
         await client.aclose()
+
+
+async def _hold_the_connection(
+    server: Server, store: LedgerStore, tag: str
+) -> tuple[str, asyncio.Task[Any]]:
+    """Start a send whose recipient stalls its RCPT reply, holding the server's one connection.
+
+    Returns once its attempt marker is in the ledger, so a send confirmed next must queue.
+    """
+    preview = await prepare(server.url, f"stall-20@h{tag}.example.test")
+    task = asyncio.create_task(confirm(server.url, preview))
+    for _ in range(600):
+        _, entries = await store.read(preview["prepared_id"])
+        if "smtp_attempt_started" in [e.t for e in entries]:
+            return preview["prepared_id"], task
+        await asyncio.sleep(0.05)
+    raise AssertionError("the holding send never started its attempt")
 
 
 def _actor(e: str) -> str:
@@ -310,13 +345,12 @@ class TestEveryLedgerStep:
 
     def test_the_lifecycle_ends_where_recovery_put_it(self, matrix: Matrix, row: Row) -> None:
         outcome = _row(matrix, row)
-        lifecycle = [t for t in outcome.types if t not in _ANNOTATIONS]
+        lifecycle = [t for t in outcome.types if t not in ANNOTATION_TYPES]
         closing = "sent_filing_failed" if row.sent_filing else "recovery_classified"
         assert closing == lifecycle[-1]
         assert 1 == outcome.types.count(closing)
 
 
-_ANNOTATIONS = {"confirm_refused", "duplicate_confirm", "late_outcome_observed"}
 PAUSED = [r for r in ROWS if r.mode == "stop"]
 
 
@@ -341,6 +375,24 @@ class TestResumedDispatchers:
         assert 1 == outcome.types.count("late_outcome_observed")
 
 
+QUEUED = [r for r in ROWS if r.queued]
+
+
+@pytest.mark.parametrize("row", QUEUED, ids=[r.name for r in QUEUED])
+class TestDispatchesThatDiedWaitingForAConnection:
+    def test_the_ledger_shows_the_wait_and_no_attempt_marker(
+        self, matrix: Matrix, row: Row
+    ) -> None:
+        outcome = _row(matrix, row)
+        assert "dispatch_queued" in outcome.types
+        assert "smtp_attempt_started" not in outcome.types
+
+    def test_no_byte_of_the_queued_message_reached_the_smtp_server(
+        self, matrix: Matrix, row: Row
+    ) -> None:
+        assert [] == _row(matrix, row).seen
+
+
 class TestAroundRecovery:
     def test_recovery_inside_the_grace_touches_nothing(self, matrix: Matrix) -> None:
         assert [] == [d for d in matrix.dry_run["decisions"] if d["action"] != "too_early"]
@@ -357,8 +409,8 @@ class TestAroundRecovery:
     def test_the_cli_recovery_closed_every_killed_dispatch(self, matrix: Matrix) -> None:
         decided = {d["pid"] for d in matrix.recover["decisions"] if d["action"] == "classified"}
         killed = {
-            o.pid for r, o in ((r, matrix.rows[r.name]) for r in ROWS)
-            if r.mode == "exit" and o.reached
+            pid for r, o in ((r, matrix.rows[r.name]) for r in ROWS)
+            if r.mode == "exit" and o.reached for pid in (o.pid, o.holder_pid) if pid
         }  # fmt: skip
         assert killed == decided
 

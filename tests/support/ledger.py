@@ -14,6 +14,7 @@ from schemas.ledger_events import (
     Claimed,
     ConfirmRefused,
     DispatchAborted,
+    DispatchQueued,
     DuplicateConfirm,
     EventData,
     Expired,
@@ -123,6 +124,7 @@ RECOVERED_UNKNOWN = RecoveryClassified(
 REFUSED = ConfirmRefused(reason="digest_mismatch")
 DUPLICATE = DuplicateConfirm(observed_status="accepted")
 LATE = LateOutcomeObserved(outcome="accepted", stage="acknowledgement", reply_code=250)
+QUEUED = DispatchQueued(connections=4, ahead=3)
 
 # One valid data object per event type, in catalogue order.
 SAMPLES: dict[str, EventData] = {
@@ -141,6 +143,7 @@ SAMPLES: dict[str, EventData] = {
     "recovery_classified": RECOVERED_NOT_ATTEMPTED,
     "confirm_refused": REFUSED,
     "duplicate_confirm": DUPLICATE,
+    "dispatch_queued": QUEUED,
     "late_outcome_observed": LATE,
 }
 

@@ -224,6 +224,27 @@ class TestMailboxRejects:
         assert (mail.username, mail.from_addr) == ("owner", "owner@example.com")
 
 
+class TestSmtpMaxConnections:
+    def test_four_connections_unless_configured(self) -> None:
+        mail = load(BASE).mail
+        assert mail is not None
+        assert 4 == mail.smtp_max_connections
+
+    @pytest.mark.parametrize("value", ["1", "7", "32"])
+    def test_one_to_thirty_two_are_accepted(self, value: str) -> None:
+        mail = load(BASE, SMTP_MAX_CONNECTIONS=value).mail
+        assert mail is not None
+        assert int(value) == mail.smtp_max_connections
+
+    @pytest.mark.parametrize("value", ["0", "33", "-1", "4.0", "four", " 4", "\u0664"])
+    def test_anything_else_is_a_problem_naming_the_variable(self, value: str) -> None:
+        assert_rejected(load(BASE, SMTP_MAX_CONNECTIONS=value), "SMTP_MAX_CONNECTIONS")
+
+    def test_check_config_shows_the_effective_value(self) -> None:
+        lines = check_config_lines(load(BASE, SMTP_MAX_CONNECTIONS="6"))
+        assert "  mail.smtp_max_connections = 6" in lines
+
+
 class TestTimeout:
     @pytest.mark.parametrize(
         ("value", "seconds"),

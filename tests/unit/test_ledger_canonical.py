@@ -46,6 +46,7 @@ CATALOGUE = {
     "recovery_classified": {"classification", "stage", "claim_age_ms", "last_lifecycle_type"},
     "confirm_refused": {"reason"},
     "duplicate_confirm": {"observed_status"},
+    "dispatch_queued": {"connections", "ahead"},
     "late_outcome_observed": {"outcome", "stage", "reply_code"},
 }  # fmt: skip
 
@@ -71,8 +72,10 @@ class TestCatalogue:
         actual = {t: set(cls.__struct_fields__) for t, cls in DATA_CLASSES.items()}
         assert CATALOGUE == actual
 
-    def test_the_three_annotations_are_the_only_non_lifecycle_events(self) -> None:
-        expected = {"confirm_refused", "duplicate_confirm", "late_outcome_observed"}
+    def test_the_four_annotations_are_the_only_non_lifecycle_events(self) -> None:
+        expected = {
+            "confirm_refused", "duplicate_confirm", "dispatch_queued", "late_outcome_observed"
+        }
         assert expected == set(ANNOTATION_TYPES)
         assert set(CATALOGUE) == set(EVENT_TYPES)
 

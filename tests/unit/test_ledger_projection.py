@@ -34,6 +34,7 @@ from support.ledger import (
     OTHER_OWNER,
     OWNER,
     PID,
+    QUEUED,
     RECOVERED_NOT_ATTEMPTED,
     RECOVERED_NOT_SUBMITTED,
     RECOVERED_UNKNOWN,
@@ -151,6 +152,25 @@ class TestPublicStates:
         data = SmtpOutcomeUnknown(stage=stage, cause="final_reply_timeout")  # type: ignore[arg-type]
         answer = status_of([*SENT, data])
         assert ("unknown", stage) == (answer["status"], answer["stage"])
+
+
+class TestQueued:
+    def test_a_claim_waiting_for_a_connection_is_sending_and_queued(self) -> None:
+        answer = status_of([prepared(), claimed(), QUEUED])
+        assert ("sending", True) == (answer["status"], answer["queued"])
+        assert STATUS_KEYS | {"queued"} == set(answer)
+
+    def test_once_the_attempt_marker_is_written_it_is_no_longer_queued(self) -> None:
+        assert "queued" not in status_of([prepared(), claimed(), QUEUED, ATTEMPT])
+
+    def test_a_send_that_waited_shows_no_trace_of_it_once_decided(self) -> None:
+        answer = status_of([prepared(), claimed(), QUEUED, ATTEMPT, COMMIT, ACCEPTED])
+        assert ("accepted", False) == (answer["status"], "queued" in answer)
+
+    def test_a_queued_claim_closed_by_recovery_is_rejected_not_queued(self) -> None:
+        answer = status_of([prepared(), claimed(), QUEUED, RECOVERED_NOT_ATTEMPTED])
+        assert ("rejected", "not_attempted") == (answer["status"], answer["stage"])
+        assert "queued" not in answer
 
 
 class TestRecovery:
