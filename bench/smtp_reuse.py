@@ -9,8 +9,8 @@ end-of-data marker.
   * pooled: SmtpPool (SMTP_MAX_CONNECTIONS sessions kept after acceptance, RSET before reuse);
   * fresh: SmtpSubmitter (connect, TLS handshake, EHLO, AUTH, then QUIT after every message).
 The two alternate in blocks of 10 so that both see the same machine; the sink's log tells how
-many connections each used. It prints the total time, per-send p50 and p95 of both, and the
-ratio fresh/pooled (target >= 3x).
+many connections each used. It prints the total time, per-send p50 and p95 of both, the CPU
+this process and the sink spent per send, and the ratio fresh/pooled (target >= 3x).
 """
 
 from __future__ import annotations
@@ -55,9 +55,15 @@ def message(sender: str, rcpt: str) -> bytes:
     ).encode()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def storing_sink(services: Any) -> Iterator[tuple[int, Path]]:
-    """Start a sink that only stores (no relay); yield its port and spool directory."""
+def storing_sink(services: Any) -> Iterator[tuple[int, Path, int]]:
+    """Start a sink that only stores (no relay); yield its port, spool directory and pid."""
     with tempfile.TemporaryDirectory(prefix="smtp-reuse-") as work:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -77,13 +83,13 @@ def storing_sink(services: Any) -> Iterator[tuple[int, Path]]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the storing sink did not start")
                 time.sleep(0.05)
-            yield port, spool
+            yield port, spool, proc.pid
         finally:
             proc.terminate()
             proc.wait(10)
 
 
-async def run(services: Any, sends: int, port: int, spool: Path) -> None:
+async def run(services: Any, sends: int, port: int, spool: Path, sink_pid: int) -> None:
     settings = SmtpSettings(
         host="localhost",
         port=port,
@@ -96,11 +102,12 @@ async def run(services: Any, sends: int, port: int, spool: Path) -> None:
     pool, fresh = SmtpPool(settings, 4), SmtpSubmitter(settings)
     tag = uuid.uuid4().hex[:8]
     times: dict[str, list[float]] = {"pooled": [], "fresh": []}
+    cpu = {path: [0.0, 0.0] for path in times}  # this process, the sink
 
     async def one(path: str, n: int) -> None:
         rcpt = f"{path}{n}@{tag}.example.test"
         envelope, raw = Envelope(services.mail_from, (rcpt,)), message(services.mail_from, rcpt)
-        started = time.perf_counter()
+        started, ours, theirs = time.perf_counter(), time.process_time(), cpu_seconds(sink_pid)
         if path == "pooled":
             async with pool.slot() as slot:
                 submission = await slot.begin(envelope, raw)
@@ -109,11 +116,14 @@ async def run(services: Any, sends: int, port: int, spool: Path) -> None:
             submission = await fresh.begin(envelope, raw)
             reply = await submission.commit()
         times[path].append(time.perf_counter() - started)
+        cpu[path][0] += time.process_time() - ours
+        cpu[path][1] += cpu_seconds(sink_pid) - theirs
         assert 250 == reply.code
 
     await one("pooled", -1)  # warm-up: both paths load TLS state once
     await one("fresh", -1)
     times = {"pooled": [], "fresh": []}
+    cpu = {path: [0.0, 0.0] for path in times}
     try:
         for start in range(0, sends, BLOCK):
             for path in ("pooled", "fresh") if start % (2 * BLOCK) == 0 else ("fresh", "pooled"):
@@ -131,7 +141,9 @@ async def run(services: Any, sends: int, port: int, spool: Path) -> None:
     for path, values in times.items():
         print(
             f"{path:6}: total {total[path]:.3f} s, p50 {statistics.median(values) * 1000:.2f} ms, "
-            f"p95 {pct(values, 0.95):.2f} ms, {connections[path]} connections"
+            f"p95 {pct(values, 0.95):.2f} ms, {connections[path]} connections; CPU per send: "
+            f"this process {cpu[path][0] / len(values) * 1000:.2f} ms, "
+            f"the sink {cpu[path][1] / len(values) * 1000:.2f} ms"
         )
     print(f"ratio fresh/pooled (total): {total['fresh'] / total['pooled']:.2f}x (target >= 3x)")
 
@@ -144,8 +156,8 @@ def main() -> int:
     if services is None:
         print("run under scripts/test-services run -- ...", file=sys.stderr)
         return 2
-    with storing_sink(services) as (port, spool):
-        asyncio.run(run(services, args.sends, port, spool))
+    with storing_sink(services) as (port, spool, pid):
+        asyncio.run(run(services, args.sends, port, spool, pid))
     return 0
 
 
