@@ -1,18 +1,14 @@
 """Auditor runs over Redis or an export file: verify, list, export and replay (§8.13).
 
-Reads only. `verify` scans through ledger.audit_scan (in shards on every core: audit_shards);
-the other runs read streams in batches through BulkReader, the next batch in flight while the
+Reads only. Streams are read in batches through BulkReader, the next batch in flight while the
 current one is checked, so Redis and Python work side by side.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
-import os
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Final
 
 import msgspec
@@ -25,19 +21,15 @@ from ledger.audit import (
     StreamAudit,
     audit_stream,
     group_index,
+    index_findings,
+    missing_stream_findings,
 )
-from ledger.audit_read import STREAM_BATCH, BulkReader, RawItem, to_entry
-from ledger.audit_scan import (
-    IndexGroups,
-    Progress,
-    RawReader,
-    leftover_findings,
-    merge_scan,
-)
-from ledger.audit_scan import items_are_pid as items_are_pid  # re-exported for the CLI
-from ledger.audit_shards import Shards, default_workers
+from ledger.audit_read import STREAM_BATCH, BulkReader, IndexEntry, StoredEntry
 from ledger.chain import mac_key_id
 from schemas.ledger import LedgerEntry
+
+Progress = Callable[[int, int], None]  # (streams done, events done)
+_PID_CHARS: Final = frozenset("0123456789abcdef")
 
 
 class MissingStream(Struct, frozen=True, kw_only=True):
@@ -51,70 +43,69 @@ class MissingStream(Struct, frozen=True, kw_only=True):
     missing_stream: bool = True
 
 
+def items_are_pid(pid: str) -> bool:
+    """Tell whether a text is a prepared_id (32 lowercase hex)."""
+    return len(pid) == 32 and set(pid) <= _PID_CHARS
+
+
 async def verify_ledger(
     reader: BulkReader,
     rules: AuditRules,
     *,
     meta_key_id: str = "",
     progress: Progress | None = None,
-    workers: int | None = None,
 ) -> LedgerAudit:
-    """Verify every stream of the namespace and the index against them (§8.13 items 1-12).
-
-    `workers` processes share the streams (default: one per core when the ledger is large).
-    """
+    """Verify every stream of the namespace and the index against them (§8.13 items 1-12)."""
     started = time.perf_counter()
     summary = LedgerAudit()
     if rules.key is not None and meta_key_id and meta_key_id != mac_key_id(rules.key):
         summary.findings.append(
             Finding("", 0, "mac_key_mismatch", "the ledger was sealed with another HMAC key")
         )
-    with _no_gc_passes():
-        listed = sorted(set(await reader.stream_pids()))
-        pids = [pid for pid in listed if items_are_pid(pid)]
-        count = default_workers(len(pids)) if workers is None else workers
-        digest_key = os.urandom(32)  # known to this run only (see audit_scan.index_digest)
-        shards = Shards(reader.client, reader.keys, pids, rules, digest_key, count)
-        try:
-            async with RawReader(reader.client, reader.keys) as raw:  # while the children work
-                summary.index_entries, digests, orphans = await raw.index_digests(pids, digest_key)
-            shards.send_digests(digests)
-            results = await shards.results(progress)
-        finally:
-            shards.close()
-        by_pid: IndexGroups = {}
-        if any("" in result.statuses for result in results):  # some stream needs the full audit
-            async with RawReader(reader.client, reader.keys) as raw:
-                _, by_pid = await raw.index_groups()
-        for (start, end), result in zip(shards.bounds, results, strict=True):
-            await merge_scan(summary, reader, pids[start:end], result, by_pid, rules)
-        summary.findings += [
-            Finding(key[:64], 0, "stream_malformed", "a stream key of the ledger names no pid")
-            for key in listed
-            if not items_are_pid(key)
-        ]
-        summary.findings += leftover_findings(orphans, rules)
-        del by_pid, results, digests, orphans  # freed while the GC is off: it never walks them
+    index = await reader.index()
+    summary.index_entries = len(index)
+    by_pid = group_index(index)
+    del index
+    listed = sorted(set(await reader.stream_pids()))
+    pids = [pid for pid in listed if items_are_pid(pid)]
+    async for batch_pids, groups in _batches(reader, pids):
+        for pid, stored in zip(batch_pids, groups, strict=True):
+            summary.add(*_check(pid, stored, by_pid.pop(pid, []), rules))
+        if progress is not None:
+            progress(summary.streams, summary.events)
+    summary.findings += [
+        Finding(key[:64], 0, "stream_malformed", "a stream key of the ledger names no pid")
+        for key in listed
+        if not items_are_pid(key)
+    ]
+    for pid, indexed in sorted(by_pid.items()):
+        if not items_are_pid(pid):
+            summary.findings.append(Finding(pid[:64], 0, "index_malformed", "index names no pid"))
+            continue
+        summary.findings += missing_stream_findings(pid, indexed, rules)
     summary.elapsed_s = time.perf_counter() - started
     return summary
 
 
-@contextlib.contextmanager
-def _no_gc_passes() -> Iterator[None]:
-    """Pause the cyclic GC: a scan holds millions of acyclic objects it would walk in vain."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+def _check(
+    pid: str, stored: Sequence[StoredEntry], indexed: Sequence[IndexEntry], rules: AuditRules
+) -> tuple[StreamAudit, list[Finding]]:
+    """Audit one stream, then hold it against its index entries."""
+    extra = [
+        Finding(pid, position, "missing_field", "lacks " + ",".join(item.lacking))
+        for position, item in enumerate(stored, start=1)
+        if item.lacking
+    ]
+    entries = [item.entry for item in stored]
+    audit = audit_stream(pid, entries, rules)
+    extra += index_findings(pid, entries, indexed, rules)
+    return audit, extra
 
 
 async def _batches(
     reader: BulkReader, pids: Sequence[str]
-) -> AsyncIterator[tuple[Sequence[str], list[list[RawItem]]]]:
-    """Yield (pids, raw streams) batch by batch, reading the next batch meanwhile."""
+) -> AsyncIterator[tuple[Sequence[str], list[list[StoredEntry]]]]:
+    """Yield (pids, stored streams) batch by batch, reading the next batch meanwhile."""
     chunks = [pids[start : start + STREAM_BATCH] for start in range(0, len(pids), STREAM_BATCH)]
     if not chunks:
         return
@@ -132,8 +123,8 @@ async def audit_pids(
     """Audit the named streams (no index check); for `show` and `list`."""
     out: list[tuple[StreamAudit, list[LedgerEntry]]] = []
     async for batch_pids, groups in _batches(reader, pids):
-        for pid, items in zip(batch_pids, groups, strict=True):
-            entries = [to_entry(pid, item) for item in items]
+        for pid, stored in zip(batch_pids, groups, strict=True):
+            entries = [item.entry for item in stored]
             if entries:
                 out.append((audit_stream(pid, entries, rules), entries))
     return out
@@ -175,7 +166,7 @@ async def export_lines(
     by_pid = group_index(index)
     async for batch_pids, groups in _batches(reader, pids):
         for one, items in zip(batch_pids, groups, strict=True):
-            stored = {found.seq: found for found in (to_entry(one, raw) for raw in items)}
+            stored = {found.entry.seq: found.entry for found in items}
             for item in by_pid[one]:
                 if item.seq in stored:
                     yield _ENCODER.encode(stored.pop(item.seq))

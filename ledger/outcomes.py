@@ -118,16 +118,6 @@ class UnclaimedMember(Struct, frozen=True):
     expires_ms: int
 
 
-class IndexEntry(Struct, frozen=True):
-    """One locator entry of the index stream: which event of which send, and its hash."""
-
-    id: str  # `<server ms>-<n>`
-    pid: str
-    seq: int
-    t: str
-    h: str
-
-
 class LedgerMeta(Struct, frozen=True):
     """The namespace's meta hash."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, cast
+from typing import Any, cast
 
 from ledger.lifecycle import STATES, State, rule_for
 from ledger.outcomes import (
@@ -12,11 +12,8 @@ from ledger.outcomes import (
     ClaimOutcome,
     ClaimResult,
     Head,
-    IndexEntry,
 )
-from schemas.ledger import EventRejected, LedgerCorrupt, LedgerEntry
-
-_ENTRY_FIELDS: Final = (b"e", b"h", b"t", b"eid", b"srv_ms")
+from schemas.ledger import EventRejected, LedgerCorrupt
 
 
 def text(value: Any) -> str:
@@ -51,38 +48,6 @@ def unexpected(reply: Any) -> Exception:
     if kind == "corrupt":
         return LedgerCorrupt("the send ledger stream failed the script's integrity checks")
     return LedgerCorrupt("the ledger script gave an unexpected answer")
-
-
-def entry_from(pid: str, item: Any) -> LedgerEntry:
-    """Parse one XRANGE item into a LedgerEntry; a missing field means a corrupt stream."""
-    entry_id, raw_fields = item
-    fields = {(k if isinstance(k, bytes) else str(k).encode()): v for k, v in raw_fields.items()}
-    if any(name not in fields for name in _ENTRY_FIELDS):
-        raise LedgerCorrupt("a send ledger entry lacks a required field")
-    srv_ms = text(fields[b"srv_ms"])
-    if not srv_ms.isdigit():
-        raise LedgerCorrupt("a send ledger entry has a malformed server time")
-    mac = fields.get(b"m")
-    return LedgerEntry(
-        pid=pid,
-        id=text(entry_id),
-        e=text(fields[b"e"]),
-        h=text(fields[b"h"]),
-        t=text(fields[b"t"]),
-        eid=text(fields[b"eid"]),
-        srv_ms=int(srv_ms),
-        **({} if mac is None else {"m": text(mac)}),
-    )
-
-
-def index_entry_from(item: Any) -> IndexEntry:
-    """Parse one index stream item; a malformed one means the index is corrupt."""
-    entry_id, raw_fields = item
-    fields = {text(k): text(v) for k, v in raw_fields.items()}
-    seq = fields.get("seq", "")
-    if not seq.isdigit() or any(name not in fields for name in ("pid", "t", "h")):
-        raise LedgerCorrupt("a send ledger index entry is malformed")
-    return IndexEntry(text(entry_id), fields["pid"], int(seq), fields["t"], fields["h"])
 
 
 def claim_outcome(reply: Any, head: Head, h: str) -> ClaimOutcome:

@@ -16,7 +16,7 @@ from typing import Any, Final, cast
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 
-from ledger.audit_events import fast_encode
+from ledger.audit_read import entry_from
 from ledger.chain import event_hash, event_mac, genesis, mac_key, mac_key_id
 from ledger.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.lifecycle import state_after_types
@@ -24,7 +24,6 @@ from ledger.outcomes import (
     AppendOutcome,
     ClaimOutcome,
     Head,
-    IndexEntry,
     LedgerMeta,
     LedgerSettings,
     OpenMember,
@@ -34,8 +33,6 @@ from ledger.outcomes import (
 from ledger.replies import (
     append_outcome,
     claim_outcome,
-    entry_from,
-    index_entry_from,
     text,
     time_ms,
     unexpected,
@@ -47,6 +44,7 @@ from schemas.ledger import (
     LedgerEntry,
     LedgerUnavailable,
     PreparedPayload,
+    encode_event,
     encode_payload,
 )
 from schemas.ledger_events import MAX_ENTRIES, Claimed, EventData, Prepared
@@ -144,22 +142,6 @@ class LedgerStore:
             maybe_applied=False,
         )
         return now, [UnclaimedMember(text(pid), int(score)) for pid, score in rows]
-
-    async def index_range(
-        self, *, start_ms: int = 0, end_ms: int | None = None, count: int = 1000
-    ) -> list[IndexEntry]:
-        """Return index entries stored from `start_ms` to `end_ms` (inclusive), oldest first.
-
-        For audits (§8.13): page by calling again with `start_ms` past the last entry's ID.
-        """
-        rows = await self._call(
-            self.client.xrange(
-                self.keys.index, min=str(start_ms), max="+" if end_ms is None else str(end_ms),
-                count=count,
-            ),
-            maybe_applied=False,
-        )  # fmt: skip
-        return [index_entry_from(item) for item in rows]
 
     # ----------------------------------------------------------------------------- writes
 
@@ -349,7 +331,7 @@ class LedgerStore:
 
     def _seal(self, event: Event) -> tuple[bytes, str, str]:
         """Return (canonical e, h, m or "")."""
-        e = fast_encode(event)
+        e = encode_event(event)
         h = event_hash(e)
         return e, h, "" if self._mac_key is None else event_mac(self._mac_key, h)
 

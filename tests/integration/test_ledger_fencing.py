@@ -10,6 +10,7 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
+from ledger.audit_read import BulkReader
 from ledger.chain import verified_events
 from ledger.connection import connect
 from ledger.lifecycle import STATES, State, fold
@@ -291,7 +292,7 @@ class TestIndex:
         first, head = await claimed_send(store)
         second, _ = await prepared_send(store)
         await advance(store, first, head, ATTEMPT)
-        located = await store.index_range()
+        located = await BulkReader(store.client, store.keys).index()
         assert [(first, 1), (first, 2), (second, 1), (first, 3)] == [
             (entry.pid, entry.seq) for entry in located
         ]
@@ -305,10 +306,13 @@ class TestIndex:
         await client.delete(store.keys.stream(pid))
         _, entries = await store.read(pid)
         assert [] == entries
-        assert [1, 2] == [entry.seq for entry in await store.index_range() if entry.pid == pid]
+        index = await BulkReader(store.client, store.keys).index()
+        assert [1, 2] == [entry.seq for entry in index if entry.pid == pid]
 
-    async def test_the_index_pages_by_server_time(self, store: LedgerStore) -> None:
+    async def test_the_index_is_read_between_two_server_times(self, store: LedgerStore) -> None:
         await prepared_send(store)
-        [only] = await store.index_range()
-        assert [] == await store.index_range(start_ms=int(only.id.split("-")[0]) + 1)
-        assert [only] == await store.index_range(count=1)
+        reader = BulkReader(store.client, store.keys)
+        [only] = await reader.index()
+        assert [] == await reader.index(since_ms=only.ms + 1)
+        assert [only] == await reader.index(since_ms=only.ms, until_ms=only.ms)
+        assert [] == await reader.index(until_ms=only.ms - 1)
