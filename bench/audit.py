@@ -32,15 +32,15 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ledger.audit import AuditRules
-from ledger.audit_read import BulkReader
-from ledger.audit_run import verify_ledger
+from ledger.audit.checks import AuditRules
+from ledger.audit.verify import verify_ledger
 from ledger.chain import event_hash, genesis
-from ledger.connection import connect
-from ledger.keys import LedgerKeys
-from ledger.outcomes import LedgerSettings, new_id
-from ledger.recovery import Recoverer
-from ledger.store import LedgerStore
+from ledger.dispatch.recovery import Recoverer
+from ledger.ids import new_id
+from ledger.store.bulk import BulkReader
+from ledger.store.connection import connect
+from ledger.store.keys import LedgerKeys
+from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from schemas.ledger import Event, encode_event
 from schemas.ledger_events import (
     Claimed,

@@ -8,7 +8,7 @@ Not a test. Run it against the Redis of scripts/test-services (AOF, appendfsync 
 It prints lifecycles/s and p50/p99 per append for one send at a time and for many sends in
 flight on one event loop (each send's appends strictly one after another, as the dispatcher
 does), with the store's batching (group commit: calls of one loop turn leave as pipelines of
-ledger.runner.MAX_BATCH) off and on, plus the CPU seconds this process and redis-server spent
+ledger.store.batch.MAX_BATCH) off and on, plus the CPU seconds this process and redis-server spent
 per lifecycle, the Python-side cost per append, the server's time per EVALSHA and how many AOF
 rewrites (forked children competing for the same cores) ran meanwhile, so the bottleneck is
 visible. Every figure is measured here; nothing is estimated.
@@ -27,9 +27,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ledger.chain import event_hash
-from ledger.connection import connect
-from ledger.outcomes import Head, LedgerSettings, new_id
-from ledger.store import LedgerStore
+from ledger.ids import new_id
+from ledger.store.answers import Head
+from ledger.store.connection import connect
+from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from schemas.ledger import Event, PreparedPayload, encode_event
 from schemas.ledger_events import Claimed, SmtpAccepted, SmtpAttemptStarted, SmtpCommitPoint
 

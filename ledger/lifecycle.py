@@ -1,6 +1,6 @@
 """The lifecycle state machine of one send (spec/sending.md §8.6) as data and pure functions.
 
-`TRANSITIONS` is the single source of truth: the fold below uses it, and ledger/scripts.py
+`TRANSITIONS` is the single source of truth: the fold below uses it, and ledger/store/scripts.py
 renders the same table into the Lua append script, so Python and Redis cannot disagree.
 """
 

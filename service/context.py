@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from ledger.outcomes import new_id
+from ledger.ids import new_id
 from providers.mailbox import Mailbox
 from service.config import Config, Gates
 from service.principal import Principal

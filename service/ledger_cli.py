@@ -21,21 +21,14 @@ from typing import Any, TextIO
 
 import msgspec
 
-from ledger.audit import AuditRules, LedgerAudit
-from ledger.audit_read import BulkReader
-from ledger.audit_run import (
-    audit_pids,
-    export_lines,
-    items_are_pid,
-    read_export,
-    recent_pids,
-    replay_export,
-    verify_ledger,
-)
-from ledger.audit_show import render, timeline
+from ledger.audit.checks import AuditRules, LedgerAudit
+from ledger.audit.export import export_lines, read_export, replay_export
+from ledger.audit.show import render, timeline
+from ledger.audit.verify import audit_pids, items_are_pid, recent_pids, verify_ledger
 from ledger.chain import DEFAULT_SKEW_MS, mac_key
-from ledger.recovery import Recoverer, RecoveryReport
-from ledger.store import LedgerStore
+from ledger.dispatch.recovery import Recoverer, RecoveryReport
+from ledger.store.bulk import BulkReader
+from ledger.store.ledger_store import LedgerStore
 from schemas.errors import MailError
 from schemas.ledger import LedgerUnavailable
 from service.config import Config, StoreConfig

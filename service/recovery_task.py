@@ -8,7 +8,7 @@ import random
 
 import structlog
 
-from ledger.recovery import Recoverer, RecoveryReport
+from ledger.dispatch.recovery import Recoverer, RecoveryReport
 from schemas.errors import MailError
 from service.config import StoreConfig
 from service.sending import Sending

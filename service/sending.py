@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 import structlog
 
-from ledger.connection import connect
-from ledger.dispatch import Dispatcher
-from ledger.embedded import EmbeddedError, EmbeddedRedis, start_embedded
-from ledger.lease import Lease
-from ledger.outcomes import LedgerSettings, new_id
-from ledger.run_writes import DispatchSettings
-from ledger.selfcheck import SelfCheckOptions, self_check
-from ledger.store import LedgerStore
+from ledger.dispatch.pipeline import Dispatcher
+from ledger.dispatch.writes import DispatchSettings
+from ledger.ids import new_id
+from ledger.store.connection import connect
+from ledger.store.embedded import EmbeddedError, EmbeddedRedis, start_embedded
+from ledger.store.lease import Lease
+from ledger.store.ledger_store import LedgerSettings, LedgerStore
+from ledger.store.selfcheck import SelfCheckOptions, self_check
 from providers.mailbox import Mailbox
 from providers.smtp import SmtpPool, SmtpSettings, validate_submission
 from schemas import errors

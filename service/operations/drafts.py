@@ -15,7 +15,7 @@ from typing import TypeVar
 import msgspec
 from msgspec import UNSET, Struct, UnsetType, structs
 
-from ledger.outcomes import new_id
+from ledger.ids import new_id
 from providers.mailbox import RAW_PREFIX
 from providers.mime.compose import (
     build_draft_bytes,

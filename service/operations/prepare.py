@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from msgspec import UNSET
 
-from ledger.outcomes import new_id
-from ledger.store import LedgerStore
+from ledger.ids import new_id
+from ledger.store.ledger_store import LedgerStore
 from providers.mime.attachments import extract_attachment
 from providers.mime.compose import (
     compose_forward,

@@ -31,9 +31,8 @@ from faults.harness import (
     status,
 )
 
-from ledger.connection import connect
-from ledger.outcomes import LedgerSettings
-from ledger.store import LedgerStore
+from ledger.store.connection import connect
+from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from schemas.ledger_events import ANNOTATION_TYPES
 from support.services import Services
 from support.smtp_sink import Transaction, transactions

@@ -19,12 +19,12 @@ from faults.harness import (
     status,
 )
 
-from ledger.audit import AuditRules
-from ledger.audit_read import BulkReader
-from ledger.audit_run import verify_ledger
-from ledger.connection import connect
-from ledger.outcomes import LedgerSettings, new_id
-from ledger.store import LedgerStore
+from ledger.audit.checks import AuditRules
+from ledger.audit.verify import verify_ledger
+from ledger.ids import new_id
+from ledger.store.bulk import BulkReader
+from ledger.store.connection import connect
+from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from schemas.errors import MailError
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, DIGEST, OWNER, claimed, payload
 from support.ledger_redis import now_ms

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ledger.chain import genesis
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
 from schemas.ledger import decode_event, decode_payload
 from support.imap import close_session, open_session
 from support.inprocess import mcp_client

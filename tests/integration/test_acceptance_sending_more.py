@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from faults.harness import PrivateRedis
 
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
 from schemas.ledger import decode_event
 from schemas.send import PERSISTENCE_WARNING, SENT_COPY_WARNING
 from support.imap import close_session, open_session

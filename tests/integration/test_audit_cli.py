@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from ledger.audit import AuditRules, audit_stream
-from ledger.connection import connect
-from ledger.outcomes import new_id
+from ledger.audit.checks import AuditRules, audit_stream
+from ledger.dispatch.recovery import Recoverer
+from ledger.ids import new_id
 from ledger.projection import project
-from ledger.recovery import Recoverer
-from ledger.store import LedgerStore
+from ledger.store.connection import connect
+from ledger.store.ledger_store import LedgerStore
 from schemas.secret import Secret
 from support.angelos_process import ROOT, angelos_command, clean_env
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, OWNER, UNKNOWN

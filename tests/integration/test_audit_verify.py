@@ -7,10 +7,10 @@ import time
 
 import redis.asyncio as aioredis
 
-from ledger.audit import AuditRules
-from ledger.audit_read import BulkReader
-from ledger.audit_run import verify_ledger
-from ledger.store import LedgerStore
+from ledger.audit.checks import AuditRules
+from ledger.audit.verify import verify_ledger
+from ledger.store.bulk import BulkReader
+from ledger.store.ledger_store import LedgerStore
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, UNKNOWN
 from support.ledger_redis import (
     advance,

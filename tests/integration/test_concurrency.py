@@ -18,9 +18,8 @@ import pytest
 from faults.harness import Server, server_env, start_servers
 from mcp import Client
 
-from ledger.connection import connect
-from ledger.outcomes import LedgerSettings
-from ledger.store import LedgerStore
+from ledger.store.connection import connect
+from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from support.services import Services
 from support.smtp_sink import Transaction, transactions
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-import ledger.store
-from ledger.lease import Lease
-from ledger.outcomes import new_id
-from ledger.run_writes import Closed, DispatchSettings, Run, RunWriter
-from ledger.store import LedgerStore, head_of
+import ledger.store.ledger_store
+from ledger.dispatch.writes import Closed, DispatchSettings, Run, RunWriter
+from ledger.ids import new_id
+from ledger.store.lease import Lease
+from ledger.store.ledger_store import LedgerStore, head_of
 from schemas.ledger_events import DuplicateConfirm, RecoveryClassified
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, DIGEST, DISPATCHER, OWNER
 from support.ledger_redis import (  # fixtures are imported by name, as in tests/conftest.py
@@ -49,7 +49,7 @@ def annotate_before_each_write(
 
     monkeypatch.setattr(store, "append", noisy)
     # Without the store's own rebuilds every slipped annotation reaches the writer as a conflict.
-    monkeypatch.setattr(ledger.store, "MAX_REBUILDS", 0)
+    monkeypatch.setattr(ledger.store.ledger_store, "MAX_REBUILDS", 0)
     return slipped
 
 

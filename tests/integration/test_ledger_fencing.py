@@ -10,15 +10,16 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from ledger.audit_read import BulkReader
 from ledger.chain import verified_events
-from ledger.connection import connect
+from ledger.ids import new_id
 from ledger.lifecycle import STATES, State, fold
 from ledger.lifecycle import advance as advance_state
-from ledger.outcomes import AppendOutcome, Head, new_id
 from ledger.projection import project
-from ledger.runner import MAX_BATCH
-from ledger.store import LedgerStore
+from ledger.store.answers import AppendOutcome, Head
+from ledger.store.batch import MAX_BATCH
+from ledger.store.bulk import BulkReader
+from ledger.store.connection import connect
+from ledger.store.ledger_store import LedgerStore
 from schemas.ledger import EventRejected, InvalidTransition, LedgerEntry, LedgerUnavailable
 from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, MAX_INT, EventData
 from support.ledger import (

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from ledger.connection import connect
-from ledger.embedded import start_embedded
-from ledger.outcomes import LedgerSettings, new_id
-from ledger.selfcheck import SelfCheckOptions, self_check
-from ledger.store import LedgerStore
+from ledger.ids import new_id
+from ledger.store.connection import connect
+from ledger.store.embedded import start_embedded
+from ledger.store.ledger_store import LedgerSettings, LedgerStore
+from ledger.store.selfcheck import SelfCheckOptions, self_check
 from support.services import Services
 
 

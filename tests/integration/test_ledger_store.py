@@ -12,9 +12,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from ledger.chain import chain_problems, genesis, mac_key
-from ledger.outcomes import Head, new_id
+from ledger.ids import new_id
 from ledger.projection import project
-from ledger.store import LedgerStore, head_of
+from ledger.store.answers import Head
+from ledger.store.ledger_store import LedgerStore, head_of
 from schemas.ledger import EventRejected, decode_event, decode_payload, encode_payload
 from schemas.ledger_events import EventData, SentFilingFailed
 from schemas.secret import Secret

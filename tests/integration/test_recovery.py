@@ -12,11 +12,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from ledger.chain import verified_events
+from ledger.dispatch.recovery import Recoverer
+from ledger.ids import new_id
 from ledger.lifecycle import fold
-from ledger.outcomes import Head, new_id
 from ledger.projection import project
-from ledger.recovery import Recoverer
-from ledger.store import LedgerStore, head_of
+from ledger.store.answers import Head
+from ledger.store.ledger_store import LedgerStore, head_of
 from schemas.ledger_events import SmtpAttemptStarted
 from service.recovery_task import RecoveryTask
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, DISPATCHER, FILING_STARTED, OWNER

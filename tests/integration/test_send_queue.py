@@ -19,9 +19,8 @@ from faults.harness import (
     status,
 )
 
-from ledger.connection import connect
-from ledger.outcomes import LedgerSettings
-from ledger.store import LedgerStore
+from ledger.store.connection import connect
+from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from support.services import Services
 from support.smtp_sink import wait_for_transactions
 

@@ -15,10 +15,11 @@ from typing import Any, TypeVar
 import pytest
 import redis.asyncio as aioredis
 
-from ledger.connection import connect
-from ledger.embedded import EmbeddedRedis, start_embedded
-from ledger.outcomes import Head, LedgerSettings, new_id
-from ledger.store import LedgerStore
+from ledger.ids import new_id
+from ledger.store.answers import Head
+from ledger.store.connection import connect
+from ledger.store.embedded import EmbeddedRedis, start_embedded
+from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from schemas.ledger_events import EventData
 from support.ledger import DIGEST, OWNER, claimed, payload
 from support.services import Services

@@ -6,12 +6,12 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from ledger.audit import AuditRules, audit_stream, index_findings, missing_stream_findings
-from ledger.audit_read import IndexEntry
-from ledger.audit_run import ExportFile, MissingStream, read_export, replay_export
-from ledger.audit_show import conclusion, render, timeline
+from ledger.audit.checks import AuditRules, audit_stream, index_findings, missing_stream_findings
+from ledger.audit.export import ExportFile, MissingStream, read_export, replay_export
+from ledger.audit.show import conclusion, render, timeline
+from ledger.dispatch.recovery import classify, verdict_of
 from ledger.lifecycle import fold
-from ledger.recovery import classify, verdict_of
+from ledger.store.bulk import IndexEntry
 from schemas.ledger import LedgerEntry, decode_event
 from schemas.ledger_events import Claimed
 from support.ledger import (

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
 
-from ledger.connection import (
+from ledger.store.connection import (
     FastConnection,
     FastSSLConnection,
     FastUnixConnection,

@@ -18,7 +18,7 @@ from ledger.lifecycle import (
     fold,
     state_after_types,
 )
-from ledger.scripts import lifecycle_lua
+from ledger.store.scripts import lifecycle_lua
 from schemas.ledger import Event, InvalidTransition, LedgerCorrupt
 from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
 from support.ledger import (

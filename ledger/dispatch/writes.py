@@ -8,10 +8,11 @@ import time
 import structlog
 from msgspec import Struct
 
-from ledger.lease import Lease
-from ledger.outcomes import AppendOutcome, Head, new_id
-from ledger.smtp_events import stage_of, status_of
-from ledger.store import LedgerStore, head_of
+from ledger.dispatch.outcomes import stage_of, status_of
+from ledger.ids import new_id
+from ledger.store.answers import AppendOutcome, Head
+from ledger.store.lease import Lease
+from ledger.store.ledger_store import LedgerStore, head_of
 from schemas import errors
 from schemas.ledger import LedgerUnavailable
 from schemas.ledger_events import EventData, LateOutcomeObserved

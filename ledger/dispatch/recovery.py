@@ -17,12 +17,12 @@ import redis.exceptions as rex
 import structlog
 from msgspec import Struct, field
 
-from ledger.audit_read import BulkReader
 from ledger.chain import verified_events
+from ledger.ids import new_id
 from ledger.lifecycle import Lifecycle, fold
-from ledger.outcomes import Head, OpenMember, new_id
-from ledger.replies import text
-from ledger.store import LedgerStore, head_of
+from ledger.store.answers import Head, OpenMember, text
+from ledger.store.bulk import BulkReader
+from ledger.store.ledger_store import LedgerStore, head_of
 from schemas.errors import MailError
 from schemas.ledger import LedgerEntry, LedgerUnavailable
 from schemas.ledger_events import EventData, Expired, RecoveryClassified, SentFilingFailed

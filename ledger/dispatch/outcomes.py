@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ledger.submitter import Submission
+from ledger.dispatch.submitter import Submission
 from schemas.ledger_events import EventData, SmtpAccepted, SmtpOutcomeUnknown, SmtpRejected
 from schemas.submission import MaybeSent, NotSent
 

@@ -15,29 +15,27 @@ from typing import Any, Final, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
+from msgspec import Struct
 
-from ledger.audit_read import entry_from
 from ledger.chain import event_hash, event_mac, genesis, mac_key, mac_key_id
-from ledger.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.lifecycle import state_after_types
-from ledger.outcomes import (
+from ledger.store.answers import (
     AppendOutcome,
     ClaimOutcome,
     Head,
     LedgerMeta,
-    LedgerSettings,
     OpenMember,
     PrepareOutcome,
     UnclaimedMember,
-)
-from ledger.replies import (
     append_outcome,
     claim_outcome,
     text,
     time_ms,
     unexpected,
 )
-from ledger.runner import Arg, ScriptRunner
+from ledger.store.batch import Arg, ScriptRunner
+from ledger.store.bulk import entry_from
+from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
 from schemas.ledger import (
     Event,
     EventRejected,
@@ -48,6 +46,7 @@ from schemas.ledger import (
     encode_payload,
 )
 from schemas.ledger_events import MAX_ENTRIES, Claimed, EventData, Prepared
+from schemas.secret import Secret
 
 MAX_REBUILDS: Final = 5  # §8.7: rebuild after annotation-only conflicts at most 5 times
 
@@ -75,6 +74,23 @@ def prepared_data(payload: PreparedPayload, blob: bytes) -> Prepared:
         attachment_sha256=tuple(a.sha256 for a in payload.attachments),
         payload_sha256=hashlib.sha256(blob).hexdigest(),
     )
+
+
+DEFAULT_RETENTION_MS: Final = 604_800_000
+DEFAULT_PREPARE_TTL_MS: Final = 900_000
+
+
+class LedgerSettings(Struct, frozen=True, kw_only=True):
+    """The ledger variables of §8.14 the store needs (the service maps its StoreConfig here)."""
+
+    namespace: str = "angelos"
+    retention_ms: int = DEFAULT_RETENTION_MS
+    annotation_cap: int = 32
+    recovery_grace_ms: int = 900_000
+    prepare_ttl_ms: int = DEFAULT_PREPARE_TTL_MS
+    hmac_key: Secret | None = None  # ANGELOS_LEDGER_HMAC_KEY, 64 hex
+    write_attempts: int = 3  # tries of an idempotent (eid-carrying) write on a lost reply
+    batching: bool = True  # coalesce script calls of one loop turn into pipelines (batch.py)
 
 
 class LedgerStore:

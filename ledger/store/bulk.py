@@ -15,8 +15,8 @@ import redis.asyncio as aioredis
 import redis.exceptions as rex
 from msgspec import Struct
 
-from ledger.keys import LedgerKeys
-from ledger.replies import text, time_ms
+from ledger.store.answers import text, time_ms
+from ledger.store.keys import LedgerKeys
 from schemas.ledger import LedgerCorrupt, LedgerEntry, LedgerUnavailable
 from schemas.ledger_events import MAX_ENTRIES
 

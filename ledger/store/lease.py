@@ -8,8 +8,8 @@ import time
 
 import structlog
 
-from ledger.outcomes import new_id
-from ledger.store import LedgerStore
+from ledger.ids import new_id
+from ledger.store.ledger_store import LedgerStore
 from schemas.errors import MailError
 
 log = structlog.get_logger("angelos.ledger.lease")

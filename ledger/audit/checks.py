@@ -1,6 +1,6 @@
 """The auditor's checks (spec/sending.md §8.13): chain, state machine, rules, index, verdicts.
 
-Everything here is pure: it takes stored entries (from Redis through audit_read, or from an
+Everything here is pure: it takes stored entries (from Redis through store.bulk, or from an
 export file) and returns findings. Nothing is written, nothing is guessed; a stream that fails a
 check is reported with its prepared_id and the sequence number of the first bad entry.
 """
@@ -13,10 +13,10 @@ from typing import Final
 import msgspec
 from msgspec import Struct, field
 
-from ledger.audit_read import IndexEntry
 from ledger.chain import DEFAULT_SKEW_MS, chain_problems, verified_events
 from ledger.lifecycle import Lifecycle, advance
 from ledger.projection import public_status
+from ledger.store.bulk import IndexEntry
 from schemas.errors import MailError
 from schemas.ledger import Event, InvalidTransition, LedgerEntry
 from schemas.ledger_events import (

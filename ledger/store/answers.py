@@ -1,19 +1,95 @@
-"""Turning raw Redis replies into ledger values (entries, heads, outcomes) without trusting them."""
+"""What the ledger store answers, and how raw Redis replies become those answers untrusted."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
+
+from msgspec import Struct
 
 from ledger.lifecycle import STATES, State, rule_for
-from ledger.outcomes import (
-    AppendOutcome,
-    AppendResult,
-    ClaimOutcome,
-    ClaimResult,
-    Head,
-)
 from schemas.ledger import EventRejected, LedgerCorrupt
+
+
+class Head(Struct, frozen=True):
+    """The newest entry of a stream as a writer must name it: seq, hash, lifecycle state."""
+
+    seq: int
+    h: str
+    state: State
+
+
+class PrepareOutcome(Struct, frozen=True, kw_only=True):
+    """`ok` (written now), `duplicate` (an earlier try with this eid landed) or `exists`."""
+
+    result: Literal["ok", "duplicate", "exists"]
+    eid: str
+    head: Head | None = None  # the prepared entry when written (ok or duplicate)
+    srv_ms: int = 0
+
+
+ClaimResult = Literal[
+    "claimed", "missing", "mismatch", "existing", "expired", "conflict", "payload_missing",
+    "ack_lost",
+]  # fmt: skip
+
+
+class ClaimOutcome(Struct, frozen=True, kw_only=True):
+    """The one-time claim's answer; only `claimed` carries the payload bytes.
+
+    `ack_lost`: a claim with this eid had already landed (its reply was lost), so the
+    payload is gone; the caller owns the claim and must abort the dispatch (§8.8 step 2).
+    """
+
+    result: ClaimResult
+    payload: bytes = b""
+    srv_ms: int = 0
+    head: Head | None = None  # after `claimed` the claimed entry; else the current head if known
+
+
+AppendResult = Literal[
+    "appended", "duplicate", "conflict", "invalid_transition", "lease_alive", "too_early",
+    "annotation_cap", "missing",
+]  # fmt: skip
+
+
+class AppendOutcome(Struct, frozen=True, kw_only=True):
+    """A compare-and-append's answer; `head` is the stream head afterwards when known."""
+
+    result: AppendResult
+    eid: str
+    seq: int = 0  # where the event landed (appended, duplicate)
+    srv_ms: int = 0
+    head: Head | None = None
+    state: State | None = None  # the lifecycle state the script saw (conflict, refusals)
+
+
+class OpenMember(Struct, frozen=True):
+    """A claimed dispatch (`dispatch`) or started filing (`filing`) without its closing event."""
+
+    kind: Literal["dispatch", "filing"]
+    pid: str
+    since_ms: int
+
+    @property
+    def member(self) -> str:
+        """Return the ZSET member text (`d:<pid>` or `f:<pid>`)."""
+        return f"{self.kind[0]}:{self.pid}"
+
+
+class UnclaimedMember(Struct, frozen=True):
+    """An unclaimed preparation and its deadline."""
+
+    pid: str
+    expires_ms: int
+
+
+class LedgerMeta(Struct, frozen=True):
+    """The namespace's meta hash."""
+
+    schema: str
+    created_ms: int
+    mac_key_id: str
 
 
 def text(value: Any) -> str:

@@ -20,7 +20,7 @@ from typing import Final
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 
-from ledger.connection import connect_unix
+from ledger.store.connection import connect_unix
 
 _SOCKET_PATH_MAX: Final = 100  # sun_path holds 108 bytes on Linux; keep a margin
 _START_TIMEOUT_S: Final = 10.0

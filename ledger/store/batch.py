@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 
-from ledger.scripts import SCRIPT_NAMES, script_sha, script_source
+from ledger.store.scripts import SCRIPT_NAMES, script_sha, script_source
 
 Arg = bytes | str | int
 # Small pipelines, several per loop turn: while Redis runs one, this process packs the next and

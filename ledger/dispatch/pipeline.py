@@ -20,14 +20,15 @@ import structlog
 from msgspec import UNSET
 
 from ledger.chain import verified_events
-from ledger.lease import Lease
+from ledger.dispatch.outcomes import finish, rejected, stage_of, status_of
+from ledger.dispatch.submitter import Slot, Submission, Submitter
+from ledger.dispatch.writes import Closed, DispatchSettings, Run, RunWriter
+from ledger.ids import new_id
 from ledger.lifecycle import TERMINAL_STATES, Lifecycle, fold
-from ledger.outcomes import ClaimOutcome, Head, new_id
 from ledger.projection import project
-from ledger.run_writes import Closed, DispatchSettings, Run, RunWriter
-from ledger.smtp_events import finish, rejected, stage_of, status_of
-from ledger.store import LedgerStore, head_of
-from ledger.submitter import Slot, Submission, Submitter
+from ledger.store.answers import ClaimOutcome, Head
+from ledger.store.lease import Lease
+from ledger.store.ledger_store import LedgerStore, head_of
 from schemas import errors
 from schemas.digest import approval_digest
 from schemas.ledger import LedgerEntry, LedgerUnavailable, PreparedPayload, decode_payload

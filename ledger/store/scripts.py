@@ -71,7 +71,7 @@ def lifecycle_lua() -> str:
 
 
 def _read(name: str) -> str:
-    return resources.files("ledger").joinpath("scripts", f"{name}.lua").read_text("utf-8")
+    return resources.files("ledger.store").joinpath("lua", f"{name}.lua").read_text("utf-8")
 
 
 @cache

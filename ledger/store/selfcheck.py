@@ -14,9 +14,9 @@ import redis.asyncio as aioredis
 import redis.exceptions as rex
 from msgspec import Struct
 
-from ledger.keys import SCHEMA_VERSION
-from ledger.scripts import SCRIPT_NAMES, script_sha, script_source
-from ledger.store import LedgerStore
+from ledger.store.keys import SCHEMA_VERSION
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.scripts import SCRIPT_NAMES, script_sha, script_source
 from schemas.ledger import SelfCheckReport
 
 MIN_VERSION: Final = (6, 2)

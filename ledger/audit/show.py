@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from msgspec import Struct
 
-from ledger.audit import StreamAudit
+from ledger.audit.checks import StreamAudit
 from ledger.lifecycle import Lifecycle, advance
 from schemas.errors import MailError
 from schemas.ledger import Event, LedgerEntry, decode_event

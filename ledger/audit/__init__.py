@@ -1,0 +1,1 @@
+"""Read-only audits of the ledger: the per-stream checks, verify, show, list, export, replay."""
