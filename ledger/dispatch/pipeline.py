@@ -59,7 +59,7 @@ from schemas.submission import Envelope, NotSent
 log = structlog.get_logger("angelos.ledger.dispatch")
 GENERIC_REFUSAL = "prepared message missing, expired, or digest mismatch; nothing was sent"
 INTEGRITY_OUTCOME = {"status": "rejected", "stage": "integrity_validation", "smtp_attempted": False}
-CLAIM_TRIES = 3
+CLAIM_TRIES = 3  # re-reads after a conflicting claim (an annotation slipped in, or a rival)
 AbortStage = Literal["validation", "not_attempted"]
 AbortReason = Literal["local_validation", "durability_unconfirmed", "attempt_record_failed"]
 IntegrityProblem = Literal[
@@ -185,21 +185,17 @@ class Dispatcher:
             confirmed_digest=run.digest,
             append_sent=run.append_sent,
         )
-        eid = new_id()
-        for attempt in range(CLAIM_TRIES):
-            try:
-                return await self.store.claim(
-                    run.pid, owner=run.owner, confirmed_digest=run.digest, head=head,
-                    claimed=claimed, actor=self.writes.actor, eid=eid,
-                )  # fmt: skip
-            except LedgerUnavailable:
-                # The reply may be lost after the claim landed; the same eid then answers
-                # `ack_lost`, so retrying the script (never the network) is safe.
-                await asyncio.sleep(0.5 * (attempt + 1))
-        raise errors.OperationFailed(
-            "the send ledger did not answer the claim; nothing was sent. Check send_status "
-            "before deciding anything"
-        )
+        try:
+            # A reply lost after the claim landed answers `ack_lost` on the store's retry.
+            return await self.store.claim(
+                run.pid, owner=run.owner, confirmed_digest=run.digest, head=head,
+                claimed=claimed, actor=self.writes.actor, eid=new_id(),
+            )  # fmt: skip
+        except LedgerUnavailable:
+            raise errors.OperationFailed(
+                "the send ledger did not answer the claim; nothing was sent. Check send_status "
+                "before deciding anything"
+            ) from None
 
     async def _claim_refused(self, run: Run, head: Head, outcome: ClaimOutcome) -> SendResult:
         if outcome.result == "mismatch":
@@ -302,7 +298,7 @@ class Dispatcher:
         self, run: Run, payload: PreparedPayload, envelope: Envelope, slot: Slot
     ) -> SendResult | ReplayResult:
         elapsed = time.monotonic() - run.started_at
-        if not self.lease.fresh(self.settings.lease_fresh_s) or (
+        if not self.writes.alive() or (
             elapsed >= self.settings.claim_to_attempt_s
         ):
             return await self._abort(run, "not_attempted", "attempt_record_failed")
@@ -334,7 +330,7 @@ class Dispatcher:
             raw_sha256=hashlib.sha256(payload.raw).hexdigest(),
         )
         if (
-            not self.lease.fresh(self.settings.lease_fresh_s)
+            not self.writes.alive()
             or elapsed >= room
             or not await self.writes.append_before_network(run, point)
         ):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import structlog
 from msgspec import Struct
@@ -13,6 +12,7 @@ from ledger.ids import new_id
 from ledger.store.answers import AppendOutcome, Head
 from ledger.store.lease import Lease
 from ledger.store.ledger_store import LedgerStore, head_of
+from ledger.store.retry import RetryPolicy
 from schemas import errors
 from schemas.ledger import LedgerUnavailable
 from schemas.ledger_events import EventData, LateOutcomeObserved
@@ -79,25 +79,24 @@ class RunWriter:
         """Append a lifecycle event after the run's head; Closed when fencing says no."""
         assert run.head is not None
         eid = new_id()
-        unavailable = 0
         while True:
             try:
                 outcome = await self.store.append(
                     run.pid, run.head, data, actor=self.actor, eid=eid
                 )
-            except LedgerUnavailable:
-                unavailable += 1
-                if unavailable == 4:
-                    raise errors.OperationFailed(
-                        "the send ledger did not record the dispatch step"
-                    ) from None
-                await asyncio.sleep(0.25 * unavailable)
-                continue
+            except LedgerUnavailable:  # the store's retry policy has given up
+                raise errors.OperationFailed(
+                    "the send ledger did not record the dispatch step"
+                ) from None
             if outcome.result in ("appended", "duplicate") and outcome.head is not None:
                 run.head = outcome.head
                 return
             if not self.annotations_only(run, outcome):
                 raise Closed()
+
+    def alive(self) -> bool:
+        """Tell whether this process's lease was refreshed recently enough to keep writing."""
+        return self.lease.fresh(self.settings.lease_fresh_s)
 
     async def note(self, run: Run, data: EventData) -> None:
         """Append an annotation after the run's head; it only informs, so a failure is logged."""
@@ -143,32 +142,27 @@ class RunWriter:
         """Record the terminal event, retrying the same eid while the lease is alive."""
         assert run.head is not None
         eid = new_id()
-        deadline = time.monotonic() + self.settings.outcome_persist_window_s
-        delay = 0.1
-        first = True
         # One attempt always (a paused process learns here that recovery closed the dispatch);
         # retries only while this process's lease shows it is alive.
-        while first or (
-            time.monotonic() < deadline and self.lease.fresh(self.settings.lease_fresh_s)
-        ):
-            first = False
+        policy = RetryPolicy(
+            attempts=None, backoff_s=0.1, cap_s=5.0,
+            deadline_s=self.settings.outcome_persist_window_s,
+        )  # fmt: skip
+        while True:
             try:
                 result = await self.store.append(
-                    run.pid, run.head, outcome, actor=self.actor, eid=eid
-                )
+                    run.pid, run.head, outcome, actor=self.actor, eid=eid,
+                    retry=policy, still_wanted=self.alive,
+                )  # fmt: skip
             except LedgerUnavailable:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
+                return False
             if result.result in ("appended", "duplicate") and result.head is not None:
                 run.head = result.head
                 return True
             if self.annotations_only(run, result):
-                first = True  # a duplicate-confirm storm is no reason to give up the outcome
-                continue
+                continue  # a duplicate-confirm storm is no reason to give up the outcome
             await self.late_outcome(run, outcome)
             return True
-        return False
 
     async def late_outcome(self, run: Run, outcome: EventData) -> None:
         """Recovery closed the dispatch first: keep its verdict, annotate what we learned."""

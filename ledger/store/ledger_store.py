@@ -7,7 +7,6 @@ never retried blindly, because its reply carries the only copy of the payload.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +35,7 @@ from ledger.store.answers import (
 from ledger.store.batch import Arg, ScriptRunner
 from ledger.store.bulk import entry_from
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
+from ledger.store.retry import RetryPolicy
 from schemas.ledger import (
     Event,
     EventRejected,
@@ -89,7 +89,7 @@ class LedgerSettings(Struct, frozen=True, kw_only=True):
     recovery_grace_ms: int = 900_000
     prepare_ttl_ms: int = DEFAULT_PREPARE_TTL_MS
     hmac_key: Secret | None = None  # ANGELOS_LEDGER_HMAC_KEY, 64 hex
-    write_attempts: int = 3  # tries of an idempotent (eid-carrying) write on a lost reply
+    retry: RetryPolicy = RetryPolicy()  # for the scripted (eid-carrying) writes
     batching: bool = True  # coalesce script calls of one loop turn into pipelines (batch.py)
 
 
@@ -212,22 +212,19 @@ class LedgerStore:
     ) -> ClaimOutcome:
         """Run the atomic one-time claim of §8.7; exactly one caller can ever get `claimed`.
 
-        Never retried here: a lost reply means the payload may already be gone, which only a
-        re-read can tell (§8.8 step 2); a connection failure raises LedgerUnavailable.
+        A lost reply is retried with the same eid: if the claim had landed, the script answers
+        `ack_lost` (the claim is ours, but its payload is gone with the lost reply).
         """
         if claimed.confirmed_digest != confirmed_digest:
             raise EventRejected("the claim event confirms another digest")
         event = self._event(pid, head, claimed, actor, eid, at_ms)
         e, h, m = self._seal(event)
         keys = self.keys
-        reply = await self._call(
-            self._runner.run(
-                "claim",
-                [keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed],
-                [pid, owner, confirmed_digest, head.seq, head.h, e, h, eid, m,
-                 self.settings.retention_ms],
-            ),
-            maybe_applied=True,
+        reply = await self._write(
+            "claim",
+            [keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed],
+            [pid, owner, confirmed_digest, head.seq, head.h, e, h, eid, m,
+             self.settings.retention_ms],
         )  # fmt: skip
         return claim_outcome(reply, head, h)
 
@@ -241,11 +238,14 @@ class LedgerStore:
         eid: str,
         at_ms: int | None = None,
         lease_of: str | None = None,
+        retry: RetryPolicy | None = None,
+        still_wanted: Callable[[], bool] | None = None,
     ) -> AppendOutcome:
         """Compare-and-append one event after `head` (§8.7 `ledger_append`).
 
         When only annotations slipped in (same lifecycle state), the event is rebuilt on the new
-        head with the same eid, at most 5 times; a lost reply is retried with the same eid.
+        head with the same eid, at most 5 times; a lost reply is retried with the same eid under
+        `retry` (default: the store's policy), while `still_wanted` says so.
         `lease_of` names the claim's dispatcher id, needed for recovery-written events.
         """
         if isinstance(data, Prepared | Claimed):
@@ -262,7 +262,9 @@ class LedgerStore:
             ]  # fmt: skip
             script_keys = [keys.stream(pid), keys.payload(pid), keys.index, keys.open]
             script_keys += [keys.unclaimed, lease]
-            reply = await self._write("append", script_keys, args)
+            reply = await self._write(
+                "append", script_keys, args, retry=retry, still_wanted=still_wanted
+            )
             outcome = append_outcome(reply, head, data.TYPE, h, eid)
             if (
                 outcome.result != "conflict"
@@ -351,21 +353,28 @@ class LedgerStore:
         h = event_hash(e)
         return e, h, "" if self._mac_key is None else event_mac(self._mac_key, h)
 
-    async def _write(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-        """Run an eid-carrying script, retrying only a lost reply (the script deduplicates)."""
-        attempts = max(1, self.settings.write_attempts)
-        for attempt in range(1, attempts + 1):
-            try:
-                return await self._runner.run(name, keys, args)
-            except (rex.ConnectionError, rex.TimeoutError, OSError):
-                if attempt == attempts:
-                    raise LedgerUnavailable(maybe_applied=True) from None
-                await asyncio.sleep(0.05 * attempt)
-            except rex.ResponseError:
-                raise LedgerUnavailable(
-                    "the send ledger store refused a write", maybe_applied=False
-                ) from None
-        raise AssertionError("unreachable")
+    async def _write(
+        self,
+        name: str,
+        keys: Sequence[str],
+        args: Sequence[Arg],
+        *,
+        retry: RetryPolicy | None = None,
+        still_wanted: Callable[[], bool] | None = None,
+    ) -> Any:
+        """Run an eid-carrying script under the retry policy (the script deduplicates)."""
+        policy = retry or self.settings.retry
+        try:
+            return await policy.call(
+                lambda: self._runner.run(name, keys, args),
+                **({} if still_wanted is None else {"still_wanted": still_wanted}),
+            )
+        except (rex.ConnectionError, rex.TimeoutError, OSError):
+            raise LedgerUnavailable(maybe_applied=True) from None
+        except rex.ResponseError:
+            raise LedgerUnavailable(
+                "the send ledger store refused a write", maybe_applied=False
+            ) from None
 
     async def _call(self, awaitable: Any, *, maybe_applied: bool) -> Any:
         """Await one redis-py call (its async typing is loose), mapping failures to our errors."""

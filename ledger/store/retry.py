@@ -1,0 +1,71 @@
+"""The one retry policy of the ledger, in the manner of redis-py's Retry: which failures may be
+retried, the backoff, its cap and a deadline.
+
+Only the store's scripted writes run under it, because each carries an event id: a script that
+finds its id already stored answers `duplicate` (a claim answers `ack_lost`), so repeating a
+write whose reply was lost never writes twice. Reads are not retried, and nothing on the network
+of a send (SMTP, IMAP, Graph) is ever under a retry policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import redis.exceptions as rex
+from msgspec import Struct
+
+T = TypeVar("T")
+_RETRYABLE = (rex.ConnectionError, rex.TimeoutError, OSError)
+
+
+def _always() -> bool:
+    return True
+
+
+class RetryPolicy(Struct, frozen=True, kw_only=True):
+    """How often, how patiently and how long an idempotent ledger write is repeated."""
+
+    attempts: int | None = 4  # tries in all, the first included; None: until the deadline
+    backoff_s: float = 0.05  # the pause before the second try, doubled before each next one
+    cap_s: float = 1.0  # the longest pause
+    deadline_s: float | None = None  # no try starts later than this after the first
+
+    @staticmethod
+    def retryable(exc: BaseException) -> bool:
+        """Tell whether a failure may be followed by another try: a lost connection or reply."""
+        return isinstance(exc, _RETRYABLE)
+
+    async def call(
+        self, operation: Callable[[], Awaitable[T]], *, still_wanted: Callable[[], bool] = _always
+    ) -> T:
+        """Run `operation`, repeating it after retryable failures while the policy allows.
+
+        The first try always runs; `still_wanted` is asked before every later one.
+        """
+        started = time.monotonic()
+        pause = self.backoff_s
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                return await operation()
+            except BaseException as exc:
+                if not self._another(exc, tries, started, pause) or not still_wanted():
+                    raise
+            await asyncio.sleep(min(pause, self.cap_s))
+            pause *= 2
+
+    def _another(self, exc: BaseException, tries: int, started: float, pause: float) -> bool:
+        if not self.retryable(exc):
+            return False
+        if self.attempts is not None and tries >= self.attempts:
+            return False
+        if self.deadline_s is not None:
+            return time.monotonic() + min(pause, self.cap_s) - started < self.deadline_s
+        return True
+
+
+ONCE = RetryPolicy(attempts=1)
