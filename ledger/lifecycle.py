@@ -110,7 +110,6 @@ class Lifecycle(Struct, frozen=True, kw_only=True):
     claimed_srv_ms: int | None = None
     attempt: SmtpAttemptStarted | None = None
     terminal: EventData | None = None
-    terminal_actor: str = ""
     filing_srv_ms: int | None = None
     filing_result: SentFilingSucceeded | SentFilingFailed | None = None
     last_lifecycle_type: str = ""
@@ -188,7 +187,6 @@ def _record(lifecycle: Lifecycle, to: State, event: Event, srv_ms: int | None) -
         changes["attempt"] = data
     elif event.type in DISPATCH_TERMINAL_TYPES:
         changes["terminal"] = data
-        changes["terminal_actor"] = event.actor
     elif event.type == "sent_filing_started":
         changes["filing_srv_ms"] = srv_ms
     elif isinstance(data, SentFilingSucceeded | SentFilingFailed):

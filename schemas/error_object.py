@@ -67,10 +67,6 @@ GUIDANCE: dict[str, tuple[str, str]] = {
         "check_outcome",
         "Reads may be repeated after a pause; inspect mutations and sends first.",
     ),
-    "canceled": (
-        "check_outcome",
-        "Continue only if still wanted; verify what a mutation or send did.",
-    ),
     "deployment_disabled": (
         "contact_operator",
         "Ask the operator to enable this capability; never work around a gate.",

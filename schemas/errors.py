@@ -96,13 +96,6 @@ class DeadlineExceeded(MailError, TimeoutError):
     default_message = "the call deadline expired"
 
 
-class Canceled(MailError):
-    """The client cancelled the call."""
-
-    code = "canceled"
-    default_message = "the request was cancelled"
-
-
 class DeploymentDisabled(MailError):
     """The operator's gates or missing store forbid this operation."""
 

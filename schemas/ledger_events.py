@@ -17,8 +17,6 @@ MAX_INT: Final = 2**53 - 1
 MAX_MESSAGE_ID_BYTES: Final = 997
 MAX_ENTRIES: Final = 128  # a stream with more entries is corrupt (§8.7)
 
-# Printable ASCII 0x20-0x7E except `"` (0x22) and `\` (0x5C).
-ASCII_PATTERN: Final = r"^[ !#-\[\]-~]*$"
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _DOT_ATOM = rf"{_ATEXT}+(?:\.{_ATEXT}+)*"
 # §1.5 Message-ID validator, restricted to the canonical alphabet (no `"` or `\` anywhere).
@@ -289,7 +287,6 @@ DATA_CLASSES: Final[dict[str, type[_Data]]] = {
 }
 EVENT_TYPES: Final = frozenset(DATA_CLASSES)
 ANNOTATION_TYPES: Final = frozenset(t for t, cls in DATA_CLASSES.items() if cls.ANNOTATION)
-LIFECYCLE_TYPES: Final = EVENT_TYPES - ANNOTATION_TYPES
 DISPATCH_TERMINAL_TYPES: Final = frozenset(
     {
         "dispatch_aborted",

@@ -9,7 +9,6 @@ from msgspec import Struct
 
 LOCAL_ISSUER = "urn:angelos:local"
 STDIO_RESOURCE = "urn:angelos:stdio"
-SCOPES = ("mail.read", "mail.write", "mail.send")
 
 
 class Principal(Struct, frozen=True):

@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Final, Literal, TypeVar, cast
+from typing import Final, Literal, TypeVar
 
-import redis.exceptions as rex
 import structlog
 from msgspec import Struct, field
 
 from ledger.chain import verified_events
 from ledger.ids import new_id
 from ledger.lifecycle import Lifecycle, fold
-from ledger.store.answers import Head, OpenMember, text
+from ledger.store.answers import Head, OpenMember
 from ledger.store.bulk import BulkReader
 from ledger.store.ledger_store import LedgerStore, head_of
 from schemas.errors import MailError
-from schemas.ledger import LedgerEntry, LedgerUnavailable
+from schemas.ledger import LedgerEntry
 from schemas.ledger_events import EventData, Expired, RecoveryClassified, SentFilingFailed
 
 log = structlog.get_logger("angelos.ledger.recovery")
@@ -169,11 +168,11 @@ class Recoverer:
         report = RecoveryReport(dry_run=dry_run, grace_ms=self.grace_ms)
         now = await self.store.server_time_ms()
         report.server_ms = now
-        for chunk in _chunks(await self._open_members(now - self.grace_ms), self.page):
+        for chunk in _chunks(await self.reader.open_members(now - self.grace_ms), self.page):
             report.decisions += await self._recover(chunk, dry_run)
             if progress is not None:
                 progress(len(report.decisions))
-        for pids in _chunks(await self._due_unclaimed(now), self.page):
+        for pids in _chunks(await self.reader.due_unclaimed(now), self.page):
             report.decisions += await self._sweep(pids, dry_run)
             if progress is not None:
                 progress(len(report.decisions))
@@ -181,37 +180,6 @@ class Recoverer:
         return report
 
     # ------------------------------------------------------------------ candidates
-
-    async def _open_members(self, older_than: int) -> list[OpenMember]:
-        """Every `open` member whose event is older than the cutoff, oldest first (paged)."""
-        rows = await self._range(self.store.keys.open, f"({older_than}")
-        members: list[OpenMember] = []
-        for member, score in rows:
-            kind, _, pid = member.partition(":")
-            if kind in ("d", "f") and len(pid) == 32:
-                members.append(OpenMember("dispatch" if kind == "d" else "filing", pid, score))
-        return members
-
-    async def _due_unclaimed(self, now: int) -> list[str]:
-        rows = await self._range(self.store.keys.unclaimed, str(now))
-        return [pid for pid, _ in rows if len(pid) == 32]
-
-    async def _range(self, key: str, upper: str) -> list[tuple[str, int]]:
-        # Snapshot first, decide afterwards: removals during the pass cannot shift the pages.
-        rows: list[tuple[str, int]] = []
-        try:
-            while True:
-                page = cast(
-                    list[tuple[bytes, float]],
-                    await self.store.client.zrangebyscore(
-                        key, "-inf", upper, start=len(rows), num=5000, withscores=True
-                    ),
-                )
-                rows += [(text(member), int(score)) for member, score in page]
-                if len(page) < 5000:
-                    return rows
-        except (OSError, rex.ConnectionError, rex.TimeoutError) as exc:
-            raise LedgerUnavailable(maybe_applied=False) from exc
 
     # ------------------------------------------------------------------ open claims
 
@@ -224,7 +192,7 @@ class Recoverer:
             decisions.append(decision)
             if todo is not None:
                 pending.append((len(decisions) - 1, todo))
-        alive = await self._leases([todo.dispatcher_id for _, todo in pending])
+        alive = await self.reader.leases_alive([todo.dispatcher_id for _, todo in pending])
         writes: list[tuple[int, _Open]] = []
         for (position, todo), is_alive in zip(pending, alive, strict=True):
             if is_alive:
@@ -313,18 +281,6 @@ class Recoverer:
             pid=todo.pid, kind=todo.kind, action=action, last_lifecycle_type=todo.last_type,
             verdict=verdict_of(todo.data) if action == "classified" else "",
         )  # fmt: skip
-
-    async def _leases(self, dispatcher_ids: Sequence[str]) -> list[bool]:
-        if not dispatcher_ids:
-            return []
-        try:
-            async with self.store.client.pipeline(transaction=False) as pipe:
-                for dispatcher_id in dispatcher_ids:
-                    pipe.exists(self.store.keys.lease(dispatcher_id))
-                found = await pipe.execute()
-        except (OSError, rex.ConnectionError, rex.TimeoutError) as exc:
-            raise LedgerUnavailable(maybe_applied=False) from exc
-        return [bool(n) for n in found]
 
     async def _forget(self, member: OpenMember, dry_run: bool) -> None:
         if not dry_run:

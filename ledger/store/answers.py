@@ -77,13 +77,6 @@ class OpenMember(Struct, frozen=True):
         return f"{self.kind[0]}:{self.pid}"
 
 
-class UnclaimedMember(Struct, frozen=True):
-    """An unclaimed preparation and its deadline."""
-
-    pid: str
-    expires_ms: int
-
-
 class LedgerMeta(Struct, frozen=True):
     """The namespace's meta hash."""
 

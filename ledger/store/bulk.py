@@ -1,7 +1,8 @@
 """Bulk, read-only ledger reads for auditors and recovery: many streams per round trip.
 
 Plain XRANGE commands, pipelined STREAM_BATCH at a time (hiredis parses the replies in C), the
-index read in pages, and the stream keys listed with SCAN. Nothing here writes. Entries are
+index and recovery's sorted sets read in pages, and the stream keys listed with SCAN. Nothing
+here writes. Entries are
 parsed leniently: a stored entry that lacks a required field is still returned, with the
 fields it lacks named, so that an audit can report it instead of stopping at it.
 """
@@ -9,13 +10,13 @@ fields it lacks named, so that an audit can report it instead of stopping at it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 from msgspec import Struct
 
-from ledger.store.answers import text, time_ms
+from ledger.store.answers import OpenMember, text, time_ms
 from ledger.store.keys import LedgerKeys
 from schemas.ledger import LedgerCorrupt, LedgerEntry, LedgerUnavailable
 from schemas.ledger_events import MAX_ENTRIES
@@ -23,6 +24,7 @@ from schemas.ledger_events import MAX_ENTRIES
 REQUIRED_FIELDS: Final = ("e", "h", "t", "eid", "srv_ms")
 STREAM_BATCH: Final = 256  # streams per round trip
 INDEX_PAGE: Final = 10_000  # index entries per round trip
+SET_PAGE: Final = 5_000  # members of the open and unclaimed sets per round trip
 
 
 class StoredEntry(NamedTuple):
@@ -142,6 +144,50 @@ class BulkReader:
             if len(page) < INDEX_PAGE:
                 return found
             start = "(" + found[-1].id
+
+    async def open_members(self, older_than_ms: int) -> list[OpenMember]:
+        """Every `open` member (claim or filing) stored before the cutoff, oldest first."""
+        members: list[OpenMember] = []
+        for member, score in await self._snapshot(self.keys.open, f"({older_than_ms}"):
+            kind, _, pid = member.partition(":")
+            if kind in ("d", "f") and len(pid) == 32:
+                members.append(OpenMember("dispatch" if kind == "d" else "filing", pid, score))
+        return members
+
+    async def due_unclaimed(self, now_ms: int) -> list[str]:
+        """Every unclaimed preparation whose deadline is at or before `now_ms`."""
+        return [pid for pid, _ in await self._snapshot(self.keys.unclaimed, str(now_ms))]
+
+    async def leases_alive(self, dispatcher_ids: Sequence[str]) -> list[bool]:
+        """Tell, for each dispatcher id, whether its lease key exists (one round trip)."""
+        if not dispatcher_ids:
+            return []
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for dispatcher_id in dispatcher_ids:
+                    pipe.exists(self.keys.lease(dispatcher_id))
+                found = await pipe.execute()
+        except (rex.ConnectionError, rex.TimeoutError, OSError):
+            raise LedgerUnavailable(maybe_applied=False) from None
+        return [bool(n) for n in found]
+
+    async def _snapshot(self, key: str, upper: str) -> list[tuple[str, int]]:
+        """All members of a sorted set scored up to `upper`, read in pages before any decision
+        (removals during a recovery pass cannot then shift the pages)."""
+        rows: list[tuple[str, int]] = []
+        try:
+            while True:
+                page = cast(
+                    list[tuple[bytes, float]],
+                    await self.client.zrangebyscore(
+                        key, "-inf", upper, start=len(rows), num=SET_PAGE, withscores=True
+                    ),
+                )
+                rows += [(text(member), int(score)) for member, score in page]
+                if len(page) < SET_PAGE:
+                    return rows
+        except (rex.ConnectionError, rex.TimeoutError, OSError):
+            raise LedgerUnavailable(maybe_applied=False) from None
 
     async def stream_pids(self) -> list[str]:
         """Return the pid part of every per-send stream key of the namespace (SCAN, no writes)."""

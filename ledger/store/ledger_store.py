@@ -25,7 +25,6 @@ from ledger.store.answers import (
     LedgerMeta,
     OpenMember,
     PrepareOutcome,
-    UnclaimedMember,
     append_outcome,
     claim_outcome,
     text,
@@ -128,36 +127,6 @@ class LedgerStore:
     async def server_time_ms(self) -> int:
         """Return Redis TIME in milliseconds."""
         return time_ms(await self._call(self.client.time(), maybe_applied=False))
-
-    async def open_candidates(
-        self, *, older_than_ms: int | None = None, limit: int = 256
-    ) -> tuple[int, list[OpenMember]]:
-        """Return (server now, open members older than the grace), oldest first (§8.10 step 1)."""
-        now = await self.server_time_ms()
-        age = self.settings.recovery_grace_ms if older_than_ms is None else older_than_ms
-        rows: list[tuple[bytes, float]] = await self._call(
-            self.client.zrangebyscore(
-                self.keys.open, "-inf", f"({now - age}", start=0, num=limit, withscores=True
-            ),
-            maybe_applied=False,
-        )
-        members: list[OpenMember] = []
-        for member, score in rows:
-            kind, _, pid = text(member).partition(":")
-            if kind in ("d", "f") and len(pid) == 32:
-                members.append(OpenMember("dispatch" if kind == "d" else "filing", pid, int(score)))
-        return now, members
-
-    async def unclaimed_due(self, *, limit: int = 256) -> tuple[int, list[UnclaimedMember]]:
-        """Return (server now, unclaimed preparations whose deadline has passed) (§8.10 step 5)."""
-        now = await self.server_time_ms()
-        rows: list[tuple[bytes, float]] = await self._call(
-            self.client.zrangebyscore(
-                self.keys.unclaimed, "-inf", now, start=0, num=limit, withscores=True
-            ),
-            maybe_applied=False,
-        )
-        return now, [UnclaimedMember(text(pid), int(score)) for pid, score in rows]
 
     # ----------------------------------------------------------------------------- writes
 
@@ -287,13 +256,6 @@ class LedgerStore:
     async def release_lease(self, dispatcher_id: str) -> None:
         """Delete this process's dispatcher lease (clean shutdown)."""
         await self._call(self.client.delete(self.keys.lease(dispatcher_id)), maybe_applied=True)
-
-    async def lease_alive(self, dispatcher_id: str) -> bool:
-        """Tell whether a dispatcher's lease key exists."""
-        found = await self._call(
-            self.client.exists(self.keys.lease(dispatcher_id)), maybe_applied=False
-        )
-        return bool(found)
 
     async def forget_open(self, member: OpenMember) -> None:
         """Remove a stale `open` member whose stream is closed or gone (§8.10 step 2)."""

@@ -67,5 +67,3 @@ class RetryPolicy(Struct, frozen=True, kw_only=True):
             return time.monotonic() + min(pause, self.cap_s) - started < self.deadline_s
         return True
 
-
-ONCE = RetryPolicy(attempts=1)

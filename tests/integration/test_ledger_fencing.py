@@ -20,7 +20,7 @@ from ledger.store.batch import MAX_BATCH
 from ledger.store.bulk import BulkReader
 from ledger.store.connection import connect
 from ledger.store.ledger_store import LedgerStore
-from ledger.store.retry import ONCE
+from ledger.store.retry import RetryPolicy
 from schemas.ledger import EventRejected, InvalidTransition, LedgerEntry, LedgerUnavailable
 from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, MAX_INT, EventData
 from support.ledger import (
@@ -249,7 +249,7 @@ class TestScriptRunner:
         slow = connect(services.redis_url, socket_timeout=0.4)
         admin = connect(services.redis_url)
         try:
-            store = make_store(slow, namespace, batching=True, retry=ONCE)
+            store = make_store(slow, namespace, batching=True, retry=RetryPolicy(attempts=1))
             pid, head = await claimed_send(store)
             loop = asyncio.get_running_loop()
             await admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")

@@ -15,6 +15,7 @@ from ledger.chain import chain_problems, genesis, mac_key
 from ledger.ids import new_id
 from ledger.projection import project
 from ledger.store.answers import Head
+from ledger.store.bulk import BulkReader
 from ledger.store.ledger_store import LedgerStore, head_of
 from schemas.ledger import EventRejected, decode_event, decode_payload, encode_payload
 from schemas.ledger_events import EventData, SentFilingFailed
@@ -391,16 +392,16 @@ class TestReads:
         pid, _ = await claimed_send(store)
         due_pid, _ = await prepared_send(store, ttl_ms=1)
         await asyncio.sleep(0.01)
-        _, open_members = await store.open_candidates(older_than_ms=-1_000)
+        reader = BulkReader(store.client, store.keys)
+        now = await store.server_time_ms()
+        open_members = await reader.open_members(now + 1_000)
         assert [("dispatch", pid)] == [(m.kind, m.pid) for m in open_members]
-        _, none_yet = await store.open_candidates(older_than_ms=60_000)
-        assert [] == none_yet
-        _, due = await store.unclaimed_due()
-        assert [due_pid] == [m.pid for m in due]
+        assert [] == await reader.open_members(now - 60_000)
+        assert [due_pid] == await reader.due_unclaimed(now)
         await store.forget_open(open_members[0])
         await store.forget_unclaimed(due_pid)
-        assert ([], []) == ((await store.open_candidates(older_than_ms=-1_000))[1],
-                            (await store.unclaimed_due())[1])  # fmt: skip
+        later = await store.server_time_ms() + 1_000
+        assert ([], []) == (await reader.open_members(later), await reader.due_unclaimed(later))
 
 
 class TestMac:
