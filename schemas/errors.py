@@ -104,16 +104,18 @@ class DeploymentDisabled(MailError):
 
 
 class InsufficientScope(MailError):
-    """The caller's token lacks `required_scope`."""
+    """The caller lacks scopes the request needs beyond `mail.read` (`required`, in order)."""
 
     code = "insufficient_scope"
     default_message = "insufficient OAuth scope"
 
     def __init__(
-        self, required_scope: str, message: str | None = None, *, outcome: object | None = None
+        self, *required: str, message: str | None = None, outcome: object | None = None
     ) -> None:
+        if not required:
+            raise ValueError("name at least one required scope")
         super().__init__(message, outcome=outcome)
-        self.required_scope = required_scope
+        self.required = required
 
 
 class OperationFailed(MailError):

@@ -17,7 +17,7 @@ from schemas.discovery import TOOLS_BY_NAME, ToolSpec
 from schemas.error_object import DRAFT_CONFLICT_RECOVERY, ErrorObject, build_error
 from schemas.mutations import REFUSED_ARGUMENT_OUTCOMES
 from service.context import AppContext
-from service.principal import Principal
+from service.principal import LOCAL_ISSUER, Principal
 
 TOOL_DEADLINE_S = 90.0
 MAX_ERROR_DETAIL = 300
@@ -102,7 +102,9 @@ def check_sent_filing(app: AppContext, principal: Principal) -> None:
         )
     if not principal.has("mail.write"):
         raise errors.InsufficientScope(
-            "mail.write", "a Sent copy needs the mail.write scope; no message was sent"
+            "mail.write",
+            "mail.send",
+            message="a Sent copy needs the mail.write scope; no message was sent",
         )
 
 
@@ -133,7 +135,7 @@ async def call_tool(
         return success(result)
     except errors.MailError as exc:
         outcome = exc.code
-        return failure(app, tool, exc)
+        return failure(app, tool, exc, principal)
     except Exception as exc:  # the boundary: nothing unclassified may reach the client
         outcome = "operation_failed"
         log.error(
@@ -143,7 +145,8 @@ async def call_tool(
             error_type=type(exc).__name__,
             stack="".join(traceback.format_tb(exc.__traceback__)),
         )
-        return failure(app, tool, errors.OperationFailed("internal error; nothing was retried"))
+        internal = errors.OperationFailed("internal error; nothing was retried")
+        return failure(app, tool, internal, principal)
     finally:
         log.info(
             "tool_call",
@@ -160,17 +163,24 @@ def success(result: msgspec.Struct) -> CallResult:
     return CallResult(structured=msgspec.json.decode(raw), text=raw.decode(), is_error=False)
 
 
-def failure(app: AppContext, tool: ToolSpec, exc: errors.MailError) -> CallResult:
-    """Build the error result; a scope error also carries the OAuth step-up challenge."""
+def failure(
+    app: AppContext, tool: ToolSpec, exc: errors.MailError, principal: Principal
+) -> CallResult:
+    """Build the error result: the text content is the same error object as the structured one;
+    a scope error also names what is missing and carries the OAuth step-up challenge."""
     extra: dict[str, Any] = {}
+    message = exc.message
     if isinstance(exc, errors.InsufficientScope):
-        if exc.message.startswith("a Sent copy"):
-            extra["required_scopes"] = ["mail.read", "mail.write", "mail.send"]
+        if len(exc.required) == 1:
+            extra["required_scope"] = exc.required[0]
         else:
-            extra["required_scope"] = exc.required_scope
+            extra["required_scopes"] = ["mail.read", *exc.required]
+        if principal.issuer == LOCAL_ISSUER:  # nobody to consent: the operator grants scopes
+            missing = " ".join(scope for scope in exc.required if not principal.has(scope))
+            message += f" ({missing} is not in ANGELOS_LOCAL_SCOPES, which the operator sets)"
     obj: ErrorObject = build_error(
         exc.code,
-        exc.message,
+        message,
         read_only=tool.read_only,
         outcome=exc.outcome,
         recovery=DRAFT_CONFLICT_RECOVERY if isinstance(exc, errors.DraftConflict) else None,
@@ -178,15 +188,11 @@ def failure(app: AppContext, tool: ToolSpec, exc: errors.MailError) -> CallResul
     )
     raw = msgspec.json.encode(obj)
     structured = msgspec.json.decode(raw)
-    if isinstance(exc, errors.InsufficientScope):
-        meta = None
-        if app.resource_metadata_url:
-            scopes = "mail.read " + (
-                "mail.write mail.send" if "required_scopes" in extra else exc.required_scope
-            )
-            meta = {"mcp/www_authenticate": [scope_challenge(app.resource_metadata_url, scopes)]}
-        return CallResult(structured, "insufficient OAuth scope", True, meta)
-    return CallResult(structured, raw.decode(), True)
+    meta = None
+    if isinstance(exc, errors.InsufficientScope) and app.resource_metadata_url:
+        scopes = " ".join(["mail.read", *exc.required])
+        meta = {"mcp/www_authenticate": [scope_challenge(app.resource_metadata_url, scopes)]}
+    return CallResult(structured, raw.decode(), True, meta)
 
 
 def scope_challenge(metadata_url: str, scopes: str) -> str:

@@ -6,6 +6,7 @@ import base64
 import email
 import email.policy
 import hashlib
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -330,7 +331,7 @@ async def test_check_62_attachment_index_bounds(mcp: Mcp, services: Services) ->
 ZERO_ID = "0" * 32
 
 
-async def test_check_63_send_status_needs_mail_send_with_a_plain_text_challenge(
+async def test_check_63_send_status_needs_mail_send_with_a_step_up_challenge(
     services: Services,
 ) -> None:
     settings = send_env(services)
@@ -343,7 +344,8 @@ async def test_check_63_send_status_needs_mail_send_with_a_plain_text_challenge(
     assert "mail.send" == body["required_scope"]
     assert result.meta is not None
     assert 'scope="mail.read mail.send"' in result.meta["mcp/www_authenticate"][0]
-    assert not result.content[0].text.lstrip().startswith("{")
+    # Deliberately unlike the original's bare sentence: the text carries the same error object.
+    assert json.loads(result.content[0].text) == body
     assert [] == await preparations(services, settings)
 
 

@@ -89,7 +89,8 @@ class TestStdioSession:
         assert result.is_error is True and body is not None
         assert "insufficient_scope" == body["error_code"]
         assert "mail.write" == body["required_scope"]
-        assert "insufficient OAuth scope" == result.content[0].text
+        assert json.loads(result.content[0].text) == body
+        assert "mail.write is not in ANGELOS_LOCAL_SCOPES" in body["error"]
 
     async def test_scoped_but_disabled_writes_are_deployment_disabled(
         self, env: dict[str, str]

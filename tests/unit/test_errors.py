@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from schemas import errors
 
 CODES = {
@@ -41,6 +43,10 @@ class TestErrors:
         assert errors.OutcomeUnknown(outcome=outcome).outcome is outcome
         assert errors.ServiceUnavailable().outcome is None
 
-    def test_a_scope_error_names_the_missing_scope(self) -> None:
-        error = errors.InsufficientScope("mail.send")
-        assert (error.code, error.required_scope) == ("insufficient_scope", "mail.send")
+    def test_a_scope_error_names_the_missing_scopes_in_order(self) -> None:
+        error = errors.InsufficientScope("mail.write", "mail.send")
+        assert ("insufficient_scope", ("mail.write", "mail.send")) == (error.code, error.required)
+
+    def test_a_scope_error_must_name_a_scope(self) -> None:
+        with pytest.raises(ValueError):
+            errors.InsufficientScope()
