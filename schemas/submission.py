@@ -13,10 +13,12 @@ from typing import Literal, get_args
 
 from msgspec import Struct
 
-# sending.md §8.5 smtp_rejected.stage, plus "validation" for checks that run before any network.
-NOT_SENT_STAGES = frozenset(
-    {"validation", "connection", "authentication", "envelope", "data", "acknowledgement"}
-)
+# Where a submission that was not accepted ended: "validation" for checks that run before any
+# network, then the SMTP stages up to the reply to the end-of-data marker.
+SubmissionStage = Literal[
+    "validation", "connection", "authentication", "envelope", "data", "acknowledgement"
+]
+NOT_SENT_STAGES = frozenset(get_args(SubmissionStage))
 # sending.md §8.5 smtp_rejected.reason: the part an SMTP submission itself can report.
 SmtpRejectReason = Literal[
     "connect_failed",
@@ -30,9 +32,11 @@ SmtpRejectReason = Literal[
     "body_write_failed",
     "final_reply_negative",
 ]
-NOT_SENT_REASONS = frozenset({"local_validation", *get_args(SmtpRejectReason)})
-# sending.md §8.5 smtp_outcome_unknown.cause (the SMTP subset).
-MAYBE_SENT_CAUSES = frozenset({"final_reply_timeout", "connection_lost", "malformed_reply"})
+NotSentReason = Literal["local_validation", SmtpRejectReason]
+NOT_SENT_REASONS = frozenset(get_args(NotSentReason))
+# Why an SMTP outcome is unknown (the SMTP subset of smtp_outcome_unknown.cause).
+MaybeSentCause = Literal["final_reply_timeout", "connection_lost", "malformed_reply"]
+MAYBE_SENT_CAUSES = frozenset(get_args(MaybeSentCause))
 
 
 class Envelope(Struct, frozen=True):
@@ -47,8 +51,8 @@ class SmtpEndpoint(Struct, frozen=True):
 
     host: str
     port: int
-    tls_mode: str  # "tls" | "starttls"
-    auth: str  # "plain"
+    tls_mode: Literal["tls", "starttls"]
+    auth: Literal["plain"]
 
 
 class FinalReply(Struct, frozen=True):
@@ -61,21 +65,21 @@ class FinalReply(Struct, frozen=True):
 class SubmissionError(Exception):
     """Base of both submission outcomes that are not an acceptance; `stage` says where it ended."""
 
-    stage: str
+    stage: SubmissionStage
 
 
 class NotSent(SubmissionError):
     """The message was provably not submitted (sending.md §5 F2-F7): a new preparation is safe."""
 
-    reason: str
+    reason: NotSentReason
     reply_code: int
     enhanced_status: str
     network_contacted: bool
 
     def __init__(
         self,
-        stage: str,
-        reason: str,
+        stage: SubmissionStage,
+        reason: NotSentReason,
         reply_code: int = 0,
         enhanced_status: str = "",
         network_contacted: bool = True,
@@ -109,9 +113,9 @@ class NotSent(SubmissionError):
 class MaybeSent(SubmissionError):
     """The end-of-data marker left and no definite reply came back (F8): never resend."""
 
-    cause: str
+    cause: MaybeSentCause
 
-    def __init__(self, stage: str, cause: str) -> None:
+    def __init__(self, stage: Literal["acknowledgement"], cause: MaybeSentCause) -> None:
         if stage != "acknowledgement":
             raise ValueError(f"an unknown outcome cannot happen at stage {stage!r}")
         if cause not in MAYBE_SENT_CAUSES:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 from ledger.dispatch.submitter import Submission
-from schemas.ledger_events import EventData, SmtpAccepted, SmtpOutcomeUnknown, SmtpRejected
+from schemas.ledger_events import SmtpAccepted, SmtpOutcomeUnknown, SmtpRejected, SmtpStage
 from schemas.submission import MaybeSent, NotSent
 
+TerminalOutcome = SmtpAccepted | SmtpRejected | SmtpOutcomeUnknown
+OutcomeStatus = Literal["accepted", "rejected", "unknown"]
 
-async def finish(submission: Submission) -> EventData:
+
+async def finish(submission: Submission) -> TerminalOutcome:
     """Write the terminator and classify the final reply into the terminal event."""
     try:
         reply = await submission.commit()
@@ -22,7 +26,7 @@ async def finish(submission: Submission) -> EventData:
             reason="aborted_before_terminator",
         )  # fmt: skip
     except MaybeSent as exc:
-        return SmtpOutcomeUnknown(stage="acknowledgement", cause=exc.cause)  # type: ignore[arg-type]
+        return SmtpOutcomeUnknown(stage="acknowledgement", cause=exc.cause)
     except (Exception, asyncio.CancelledError):
         return SmtpOutcomeUnknown(stage="acknowledgement", cause="internal_error")
     return SmtpAccepted(
@@ -32,16 +36,22 @@ async def finish(submission: Submission) -> EventData:
 
 def rejected(exc: NotSent) -> SmtpRejected:
     """Translate a NotSent into its smtp_rejected event (no reply text, ever)."""
+    if exc.stage == "validation" or exc.reason == "local_validation":
+        # The submission's own last check refused the message before any connection.
+        return SmtpRejected(
+            stage="not_attempted", reply_code=0, enhanced_status="", network_contacted=False,
+            reason="aborted_before_connect",
+        )  # fmt: skip
     return SmtpRejected(
-        stage=exc.stage,  # type: ignore[arg-type]
+        stage=exc.stage,
         reply_code=exc.reply_code,
         enhanced_status=exc.enhanced_status,
         network_contacted=exc.network_contacted,
-        reason=exc.reason,  # type: ignore[arg-type]
+        reason=exc.reason,
     )
 
 
-def status_of(outcome: EventData) -> str:
+def status_of(outcome: TerminalOutcome) -> OutcomeStatus:
     """Map a terminal event to its public status."""
     if isinstance(outcome, SmtpAccepted):
         return "accepted"
@@ -50,6 +60,6 @@ def status_of(outcome: EventData) -> str:
     return "unknown"
 
 
-def stage_of(outcome: EventData) -> str:
+def stage_of(outcome: TerminalOutcome) -> SmtpStage:
     """Return the stage a terminal event records."""
-    return str(getattr(outcome, "stage", "acknowledgement"))
+    return outcome.stage

@@ -20,7 +20,7 @@ import structlog
 from msgspec import UNSET
 
 from ledger.chain import verified_events
-from ledger.dispatch.outcomes import finish, rejected, stage_of, status_of
+from ledger.dispatch.outcomes import OutcomeStatus, finish, rejected, stage_of, status_of
 from ledger.dispatch.submitter import Slot, Submission, Submitter
 from ledger.dispatch.writes import Closed, DispatchSettings, Run, RunWriter
 from ledger.ids import new_id
@@ -306,8 +306,8 @@ class Dispatcher:
         marker = SmtpAttemptStarted(
             transport="smtp",
             endpoint=f"{endpoint.host}:{endpoint.port}",
-            tls_mode=endpoint.tls_mode,  # type: ignore[arg-type]
-            auth=endpoint.auth,  # type: ignore[arg-type]
+            tls_mode=endpoint.tls_mode,
+            auth=endpoint.auth,
         )
         if not await self.writes.append_before_network(run, marker):
             return await self._attempt_not_recorded(run)
@@ -395,9 +395,9 @@ class Dispatcher:
         )
         return self._answer(run, "rejected", stage, NOTHING_SENT_WARNING)
 
-    def _answer(self, run: Run, status: str, stage: str, *warnings: str) -> SendResult:
+    def _answer(self, run: Run, status: OutcomeStatus, stage: str, *warnings: str) -> SendResult:
         return SendResult(
-            status=status,  # type: ignore[arg-type]
+            status=status,
             stage=stage,
             message_id=run.message_id,
             warnings=[*run.warnings, *warnings],

@@ -7,7 +7,7 @@ import asyncio
 import structlog
 from msgspec import Struct
 
-from ledger.dispatch.outcomes import stage_of, status_of
+from ledger.dispatch.outcomes import TerminalOutcome, stage_of, status_of
 from ledger.ids import new_id
 from ledger.store.answers import AppendOutcome, Head
 from ledger.store.lease import Lease
@@ -15,7 +15,7 @@ from ledger.store.ledger_store import LedgerStore, head_of
 from ledger.store.retry import RetryPolicy
 from schemas import errors
 from schemas.ledger import LedgerUnavailable
-from schemas.ledger_events import EventData, LateOutcomeObserved
+from schemas.ledger_events import EventData, LateOutcomeObserved, SmtpOutcomeUnknown
 
 log = structlog.get_logger("angelos.ledger.dispatch")
 
@@ -138,7 +138,7 @@ class RunWriter:
             return False
         return not self.settings.waitaof or await self.durable()
 
-    async def persist_outcome(self, run: Run, outcome: EventData) -> bool:
+    async def persist_outcome(self, run: Run, outcome: TerminalOutcome) -> bool:
         """Record the terminal event, retrying the same eid while the lease is alive."""
         assert run.head is not None
         eid = new_id()
@@ -164,7 +164,7 @@ class RunWriter:
             await self.late_outcome(run, outcome)
             return True
 
-    async def late_outcome(self, run: Run, outcome: EventData) -> None:
+    async def late_outcome(self, run: Run, outcome: TerminalOutcome) -> None:
         """Recovery closed the dispatch first: keep its verdict, annotate what we learned."""
         status = status_of(outcome)
         _, entries = await self.store.read(run.pid)
@@ -172,9 +172,9 @@ class RunWriter:
         if head is None:
             return
         note = LateOutcomeObserved(
-            outcome=status,  # type: ignore[arg-type]
-            stage=stage_of(outcome),  # type: ignore[arg-type]
-            reply_code=getattr(outcome, "reply_code", 0),
+            outcome=status,
+            stage=stage_of(outcome),
+            reply_code=0 if isinstance(outcome, SmtpOutcomeUnknown) else outcome.reply_code,
         )
         await self.annotate(run.pid, head, note)
         log.warning("late_outcome_observed", pid=run.pid, outcome=status)

@@ -71,8 +71,7 @@ class SmtpPool:
     @property
     def endpoint(self) -> SmtpEndpoint:
         """The configured destination, for the `smtp_attempt_started` event."""
-        s = self._settings
-        return SmtpEndpoint(host=s.host, port=s.port, tls_mode=s.tls_mode, auth="plain")
+        return self._settings.endpoint
 
     @property
     def waiting(self) -> int:

@@ -22,7 +22,7 @@ from providers.netsafety import SockAddr, dial, resolve_destination, tls_context
 from providers.smtp.settings import SmtpSettings
 from providers.smtp.wire import enhanced_status
 from schemas.errors import MailError
-from schemas.submission import NotSent
+from schemas.submission import NotSent, NotSentReason, SubmissionStage
 
 EHLO_NAME = b"localhost"
 SECURE_TLS_VERSIONS = frozenset({"TLSv1.2", "TLSv1.3"})
@@ -43,7 +43,7 @@ class Channel:
         self.auth_mechanisms: list[str] = []
 
     async def command(
-        self, *args: bytes, stage: str, reason: str, expect: tuple[int, ...]
+        self, *args: bytes, stage: SubmissionStage, reason: NotSentReason, expect: tuple[int, ...]
     ) -> SMTPResponse:
         """Send one command and return its reply; anything but `expect` raises NotSent."""
         try:

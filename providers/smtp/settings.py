@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 from msgspec import Struct
 
 from schemas.secret import Secret
+from schemas.submission import SmtpEndpoint
 
-TLS_MODES = ("tls", "starttls")
+TlsMode = Literal["tls", "starttls"]
+TLS_MODES = get_args(TlsMode)
 
 
 class SmtpSettings(Struct, frozen=True):
@@ -14,10 +18,15 @@ class SmtpSettings(Struct, frozen=True):
 
     host: str
     port: int
-    tls_mode: str  # "tls": implicit TLS from the first byte; "starttls": mandatory upgrade
+    tls_mode: TlsMode  # "tls": implicit TLS from the first byte; "starttls": mandatory upgrade
     username: str
     password: Secret
     ca_file: str | None = None
     allow_private_hosts: bool = False
     timeout_s: float = 30.0  # every step before the end-of-data marker (MAIL_TIMEOUT)
     termination_timeout_s: float = 600.0  # the final reply (RFC 5321 §4.5.3.2.6)
+
+    @property
+    def endpoint(self) -> SmtpEndpoint:
+        """The configured destination, as the `smtp_attempt_started` event records it."""
+        return SmtpEndpoint(host=self.host, port=self.port, tls_mode=self.tls_mode, auth="plain")

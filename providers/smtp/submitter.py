@@ -46,8 +46,7 @@ class SmtpSubmitter:
     @property
     def endpoint(self) -> SmtpEndpoint:
         """The configured destination, for the `smtp_attempt_started` event."""
-        s = self._settings
-        return SmtpEndpoint(host=s.host, port=s.port, tls_mode=s.tls_mode, auth="plain")
+        return self._settings.endpoint
 
     async def begin(self, envelope: Envelope, raw: bytes) -> SmtpSubmission:
         """Run every step before the end-of-data marker; NotSent on any failure."""

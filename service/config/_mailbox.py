@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from providers.smtp import DEFAULT_MAX_CONNECTIONS
+from providers.smtp.settings import TlsMode
 from schemas.secret import Secret
 from service.config._model import MailConfig
 from service.config._rules import (
@@ -58,6 +59,7 @@ _MAX_TOKEN_CHARS = 16384
 _MIN_TIMEOUT_NS = 1_000_000_000
 _MAX_TIMEOUT_NS = 120_000_000_000
 _MAX_SMTP_CONNECTIONS = 32
+_TLS_MODES: dict[str, TlsMode] = {"tls": "tls", "starttls": "starttls"}
 
 UNSUPPORTED_MICROSOFT = (
     "MAIL_PROVIDER: microsoft (Microsoft Graph) is not supported by this release; "
@@ -83,7 +85,7 @@ class _Endpoints(msgspec.Struct):
     imap_port: int = 993
     smtp_host: str = ""
     smtp_port: int = 465
-    smtp_tls_mode: str = "tls"
+    smtp_tls_mode: TlsMode = "tls"
 
 
 def load_mail(env: Mapping[str, str]) -> MailLoad:
@@ -221,10 +223,10 @@ def _endpoints(env: Mapping[str, str], provider: str | None, problems: list[str]
     smtp_host = value_of(env, "SMTP_HOST")
     imap_port = _port(env, "IMAP_PORT", problems)
     smtp_port = _port(env, "SMTP_PORT", problems)
-    tls_mode = value_of(env, "SMTP_TLS_MODE")
-    if tls_mode is not None and tls_mode not in ("tls", "starttls"):
+    raw_mode = value_of(env, "SMTP_TLS_MODE")
+    tls_mode = _TLS_MODES.get(raw_mode or "")
+    if raw_mode is not None and tls_mode is None:
         problems.append("SMTP_TLS_MODE: must be tls or starttls")
-        tls_mode = None
     if provider is None:
         return result
     if provider == "microsoft":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from providers.smtp.settings import TlsMode
 from schemas.secret import Secret
 
 
@@ -28,7 +29,7 @@ class MailConfig(msgspec.Struct, frozen=True):
     imap_port: int
     smtp_host: str
     smtp_port: int
-    smtp_tls_mode: str
+    smtp_tls_mode: TlsMode
     smtp_max_connections: int
     timeout_s: float
     tls_ca_file: str | None

@@ -31,12 +31,13 @@ from schemas.compose import (
     SourceMessage,
 )
 from schemas.ledger import PayloadAttachment, PreparedPayload
+from schemas.ledger_events import PrepareAction
 from service.context import AppContext
 from service.operations.query import require_mailbox
 from service.operations.read import imap_reference, parse
 from service.principal import Principal
 
-Action = str
+Action = PrepareAction
 
 
 def identity(app: AppContext) -> Identity:
@@ -82,7 +83,7 @@ async def prepare_reply(
         reply_all=isinstance(args, PrepareReplyAll),
         quote_original=args.quote_original if args.quote_original is not UNSET else True,
     )
-    action = "reply_all" if isinstance(args, PrepareReplyAll) else "reply"
+    action: Action = "reply_all" if isinstance(args, PrepareReplyAll) else "reply"
     return await store_preparation(app, principal, composed, action, created)
 
 
@@ -140,7 +141,7 @@ async def store_preparation(
         pid=composed.prepared_id,
         owner=principal.owner,
         transport="smtp",
-        action=action,  # type: ignore[arg-type]
+        action=action,
         from_=composed.envelope_from,
         to=tuple(composed.to),
         cc=tuple(composed.cc),
