@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import msgspec
 
-from ledger.audit.checks import AuditRules, LedgerAudit
+from ledger.audit.checks import AuditRules, LedgerAudit, missing_stream_findings
 from ledger.audit.export import export_lines, read_export, replay_export
 from ledger.audit.show import render, timeline
 from ledger.audit.verify import audit_pids, items_are_pid, recent_pids, verify_ledger
@@ -68,13 +68,15 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
 
 def run_ledger(args: argparse.Namespace, config: Config) -> int:
     """Run one `angelos ledger` command; returns the exit status."""
-    if args.ledger_command == "replay":
-        return replay_file(args, config.store)
     store_config = config.store
-    if store_config is None or store_config.mode == "off":
-        for line in config.problems or ("no ledger store is configured",):
-            if "ledger" in line.lower() or "redis" in line.lower() or not config.problems:
-                print(f"angelos ledger: {line}", file=sys.stderr)
+    if store_config is None:  # a wrong HMAC key or grace would make every verdict wrong
+        for line in config.store_problems:
+            print(f"angelos ledger: {line}", file=sys.stderr)
+        return USAGE
+    if args.ledger_command == "replay":
+        return replay_file(args, store_config)
+    if store_config.mode == "off":
+        print("angelos ledger: ANGELOS_REDIS_URL=off: no ledger store to read", file=sys.stderr)
         return USAGE
     commands: dict[str, Callable[[argparse.Namespace, LedgerStore], Awaitable[int]]] = {
         "verify": _verify,
@@ -151,9 +153,15 @@ async def _show(args: argparse.Namespace, store: LedgerStore) -> int:
         return USAGE
     reader = BulkReader(store.client, store.keys)
     now = await store.server_time_ms()
-    found = await audit_pids(reader, [pid], rules_for(store, now))
+    rules = rules_for(store, now)
+    found = await audit_pids(reader, [pid], rules)
     if not found:
-        print(f"no ledger stream for {pid} (unknown, or its retention ended)", file=sys.stderr)
+        indexed = [item for item in await reader.index() if item.pid == pid]
+        gone = missing_stream_findings(pid, indexed, rules)
+        if gone:
+            print(f"FINDING {pid}: the index names this send but its stream is gone (deleted?)")
+        else:
+            print(f"no ledger stream for {pid} (unknown, or its retention ended)", file=sys.stderr)
         return FINDINGS
     audit, entries = found[0]
     view = timeline(audit, entries)
@@ -244,7 +252,7 @@ async def _recover(args: argparse.Namespace, store: LedgerStore) -> int:
     return FINDINGS if any(d.action == "corrupt" for d in report.decisions) else OK
 
 
-def replay_file(args: argparse.Namespace, store_config: StoreConfig | None) -> int:
+def replay_file(args: argparse.Namespace, store_config: StoreConfig) -> int:
     """`angelos ledger replay FILE`: verify and project an export, no Redis needed."""
     try:
         with args.file.open("rb") as handle:
@@ -254,15 +262,13 @@ def replay_file(args: argparse.Namespace, store_config: StoreConfig | None) -> i
         return USAGE
     now = int(time.time() * 1000)
     as_of = parse_when(args.as_of, now) if args.as_of else now
-    key = None
-    grace_ms, retention_ms = 900_000, 604_800_000
-    if store_config is not None:
-        if store_config.hmac_key is not None:
-            key = mac_key(store_config.hmac_key.reveal())
-        grace_ms = store_config.recovery_grace_s * 1000
-        retention_ms = store_config.retention_s * 1000
+    key = None if store_config.hmac_key is None else mac_key(store_config.hmac_key.reveal())
     rules = AuditRules(
-        key=key, skew_ms=args.skew_ms, grace_ms=grace_ms, retention_ms=retention_ms, as_of_ms=as_of
+        key=key,
+        skew_ms=args.skew_ms,
+        grace_ms=store_config.recovery_grace_s * 1000,
+        retention_ms=store_config.retention_s * 1000,
+        as_of_ms=as_of,
     )
     summary = replay_export(export, rules)
     if args.json:
@@ -318,7 +324,10 @@ def _print_summary(summary: LedgerAudit, out: TextIO) -> None:
         f"({rate:,.0f} events/s)\nstatuses: {statuses}\n"
     )
     for finding in summary.findings:
-        where = f"{finding.pid} seq {finding.seq}" if finding.pid else f"line {finding.seq}"
+        if finding.pid:
+            where = f"{finding.pid} seq {finding.seq}"
+        else:  # an export line, or the ledger as a whole
+            where = f"line {finding.seq}" if finding.seq else "ledger"
         out.write(f"FINDING {where}: {finding.kind} - {finding.detail}\n")
     for audit in summary.investigate:
         out.write(f"INVESTIGATE {audit.pid}: {audit.status} - {audit.investigate}\n")

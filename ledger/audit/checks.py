@@ -291,14 +291,22 @@ class LedgerAudit(Struct, kw_only=True):
         """Tell whether verification found nothing wrong."""
         return not self.findings
 
-    def add(self, audit: StreamAudit, extra: Sequence[Finding] = ()) -> None:
-        """Fold one stream's verdict (and its index findings) into the summary."""
+    def add(self, audit: StreamAudit) -> None:
+        """Fold one stream's verdict into the summary."""
         self.streams += 1
         self.events += audit.events
         self.statuses[audit.status] = self.statuses.get(audit.status, 0) + 1
         self.findings += audit.findings
-        self.findings += extra
-        if extra and not audit.investigate:
-            audit = msgspec.structs.replace(audit, investigate="integrity findings")
         if audit.investigate:
             self.investigate.append(audit)
+
+
+def with_findings(audit: StreamAudit, extra: Sequence[Finding]) -> StreamAudit:
+    """Add findings made outside the stream (its index, its stored fields) to its verdict."""
+    if not extra:
+        return audit
+    return msgspec.structs.replace(
+        audit,
+        findings=[*audit.findings, *extra],
+        investigate=audit.investigate or "integrity findings",
+    )

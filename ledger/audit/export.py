@@ -11,7 +11,8 @@ from msgspec import Struct
 
 from ledger.audit.checks import AuditRules, Finding, LedgerAudit, audit_stream, group_index
 from ledger.audit.verify import batches, items_are_pid
-from ledger.store.bulk import BulkReader
+from ledger.projection import entries_as_of
+from ledger.store.bulk import BulkReader, id_ms
 from schemas.ledger import LedgerEntry
 
 
@@ -93,17 +94,20 @@ def read_export(lines: Iterable[bytes]) -> ExportFile:
 
 
 def replay_export(export: ExportFile, rules: AuditRules) -> LedgerAudit:
-    """Verify and project an export without Redis (§8.13: the auditor's offline replay)."""
+    """Verify and project an export without Redis, as the ledger stood at `rules.as_of_ms`:
+    entries stored later are left out, and so is a send that did not exist yet."""
     started = time.perf_counter()
     summary = LedgerAudit()
     for number in export.bad_lines:
         summary.findings.append(Finding("", number, "bad_line", "export line is not readable"))
     for pid, entries in export.entries.items():
-        ordered = sorted(entries, key=lambda entry: entry.seq)
-        summary.add(audit_stream(pid, ordered, rules))
+        ordered = entries_as_of(sorted(entries, key=lambda entry: entry.seq), rules.as_of_ms)
+        if ordered:
+            summary.add(audit_stream(pid, ordered, rules))
     for line in export.missing:
-        summary.findings.append(
-            Finding(line.pid, line.seq, "missing_stream", "indexed event absent at export time")
-        )
+        if id_ms(line.index_id) <= rules.as_of_ms:
+            summary.findings.append(
+                Finding(line.pid, line.seq, "missing_stream", "indexed event absent at export time")
+            )
     summary.elapsed_s = time.perf_counter() - started
     return summary

@@ -13,6 +13,7 @@ from schemas.errors import MailError
 from schemas.ledger import Event, LedgerEntry, decode_event
 from schemas.ledger_events import (
     Claimed,
+    ConfirmRefused,
     DispatchAborted,
     DispatchQueued,
     DuplicateConfirm,
@@ -94,6 +95,8 @@ def meaning(data: EventData) -> str:
             f"late outcome: the dispatcher learned '{data.outcome}' after recovery had "
             "decided; the recorded status stands"
         )
+    if isinstance(data, ConfirmRefused):
+        return f"a confirm was refused ({data.reason}); nothing was consumed or sent"
     if isinstance(data, DuplicateConfirm):
         return f"confirm repeated; replayed '{data.observed_status}', nothing resent"
     if isinstance(data, DispatchQueued):

@@ -20,6 +20,7 @@ from ledger.audit.checks import (
     group_index,
     index_findings,
     missing_stream_findings,
+    with_findings,
 )
 from ledger.chain import mac_key_id
 from ledger.store.bulk import STREAM_BATCH, BulkReader, IndexEntry, StoredEntry
@@ -27,6 +28,7 @@ from schemas.ledger import LedgerEntry
 
 Progress = Callable[[int, int], None]  # (streams done, events done)
 _PID_CHARS: Final = frozenset("0123456789abcdef")
+_INDEX_LEEWAY_MS: Final = 1_000  # an index entry is made in the same script as its event
 
 
 def items_are_pid(pid: str) -> bool:
@@ -56,7 +58,7 @@ async def verify_ledger(
     pids = [pid for pid in listed if items_are_pid(pid)]
     async for batch_pids, groups in batches(reader, pids):
         for pid, stored in zip(batch_pids, groups, strict=True):
-            summary.add(*_check(pid, stored, by_pid.pop(pid, []), rules))
+            summary.add(_check(pid, stored, by_pid.pop(pid, []), rules))
         if progress is not None:
             progress(summary.streams, summary.events)
     summary.findings += [
@@ -75,7 +77,7 @@ async def verify_ledger(
 
 def _check(
     pid: str, stored: Sequence[StoredEntry], indexed: Sequence[IndexEntry], rules: AuditRules
-) -> tuple[StreamAudit, list[Finding]]:
+) -> StreamAudit:
     """Audit one stream, then hold it against its index entries."""
     extra = [
         Finding(pid, position, "missing_field", "lacks " + ",".join(item.lacking))
@@ -83,9 +85,8 @@ def _check(
         if item.lacking
     ]
     entries = [item.entry for item in stored]
-    audit = audit_stream(pid, entries, rules)
     extra += index_findings(pid, entries, indexed, rules)
-    return audit, extra
+    return with_findings(audit_stream(pid, entries, rules), extra)
 
 
 async def batches(
@@ -106,14 +107,20 @@ async def batches(
 async def audit_pids(
     reader: BulkReader, pids: Sequence[str], rules: AuditRules
 ) -> list[tuple[StreamAudit, list[LedgerEntry]]]:
-    """Audit the named streams (no index check); for `show` and `list`."""
-    out: list[tuple[StreamAudit, list[LedgerEntry]]] = []
+    """Audit the named streams, each held against its index entries; for `show` and `list`.
+
+    The index is read from the oldest event among the streams on, so a stream whose newest
+    entries were deleted or rewritten is caught here too, not only by `verify`.
+    """
+    found: list[tuple[str, list[StoredEntry]]] = []
     async for batch_pids, groups in batches(reader, pids):
-        for pid, stored in zip(batch_pids, groups, strict=True):
-            entries = [item.entry for item in stored]
-            if entries:
-                out.append((audit_stream(pid, entries, rules), entries))
-    return out
+        found += [(pid, stored) for pid, stored in zip(batch_pids, groups, strict=True) if stored]
+    oldest = min((stored[0].entry.srv_ms for _, stored in found), default=0)
+    by_pid = group_index(await reader.index(since_ms=max(0, oldest - _INDEX_LEEWAY_MS)))
+    return [
+        (_check(pid, stored, by_pid.get(pid, []), rules), [item.entry for item in stored])
+        for pid, stored in found
+    ]
 
 
 async def recent_pids(reader: BulkReader, since_ms: int) -> list[str]:

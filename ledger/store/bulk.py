@@ -46,8 +46,13 @@ class IndexEntry(Struct, frozen=True):
     @property
     def ms(self) -> int:
         """Return the Redis time (ms) of the index entry's ID."""
-        head, _, _ = self.id.partition("-")
-        return int(head) if head.isdigit() else 0
+        return id_ms(self.id)
+
+
+def id_ms(entry_id: str) -> int:
+    """The Redis time (ms) a stream entry ID `<ms>-<n>` was made at (0 when malformed)."""
+    head, _, _ = entry_id.partition("-")
+    return int(head) if head.isdigit() else 0
 
 
 def _decoded(raw_fields: Any) -> dict[str, str]:

@@ -45,6 +45,7 @@ def load_config(env: Mapping[str, str]) -> Config:
         port=port,
         problems=mail.problems + http_problems + local_problems + store_problems + port_problems,
         http_auth_problems=http_problems,
+        store_problems=store_problems,
     )
 
 

@@ -94,3 +94,4 @@ class Config(msgspec.Struct, frozen=True):
     port: int
     problems: tuple[str, ...]
     http_auth_problems: tuple[str, ...]
+    store_problems: tuple[str, ...] = ()  # the part of `problems` about the ledger store

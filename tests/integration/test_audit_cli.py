@@ -168,6 +168,35 @@ class TestShowAndList:
         done = cli(services, namespace, "show", new_id())
         assert 1 == done.returncode and "no ledger stream" in done.stderr
 
+    async def test_show_catches_a_rewritten_last_event_through_the_index(
+        self, services: Services, store: LedgerStore, namespace: str, client: aioredis.Redis
+    ) -> None:
+        pid, head = await claimed_send(store)
+        await advance(store, pid, head, ATTEMPT, COMMIT, UNKNOWN)
+        key = store.keys.stream(pid)
+        await client.xdel(key, "0-5")  # the unknown outcome removed: the stream now says sending
+        done = cli(services, namespace, "show", pid)
+        assert 1 == done.returncode
+        assert "missing_entry" in done.stdout
+
+    async def test_show_of_a_deleted_stream_points_at_its_index_entries(
+        self, services: Services, store: LedgerStore, namespace: str, client: aioredis.Redis
+    ) -> None:
+        pid, _ = await claimed_send(store)
+        await client.delete(store.keys.stream(pid))
+        done = cli(services, namespace, "show", pid)
+        assert 1 == done.returncode
+        assert "its stream is gone" in done.stdout
+
+    async def test_list_flags_a_send_whose_index_disagrees(
+        self, services: Services, store: LedgerStore, namespace: str, client: aioredis.Redis
+    ) -> None:
+        pids = await some_sends(store)
+        await client.xdel(store.keys.stream(pids["unknown"]), "0-5")
+        sending = as_json(cli(services, namespace, "list", "--status", "sending", "--json"))
+        flagged = {item["prepared_id"]: item["investigate"] for item in sending}
+        assert "integrity findings" == flagged[pids["unknown"]]
+
     async def test_list_gives_the_incident_queue_by_status(
         self, services: Services, store: LedgerStore, namespace: str
     ) -> None:
@@ -218,6 +247,33 @@ class TestExportReplay:
             [f["pid"], f["seq"], f["kind"]] for f in missing["findings"]
         ]
 
+    async def test_replay_as_of_a_past_time_leaves_out_what_was_stored_later(
+        self, services: Services, store: LedgerStore, namespace: str, tmp_path: Path
+    ) -> None:
+        pid, head = await claimed_send(store)
+        head = await advance(store, pid, head, ATTEMPT)
+        _, entries = await store.read(pid)
+        middle = str(entries[-1].srv_ms)
+        await asyncio.sleep(0.01)
+        await prepared_send(store)
+        await advance(store, pid, head, COMMIT, ACCEPTED)
+        target = tmp_path / "ledger.jsonl"
+        cli(services, namespace, "export", "--output", str(target))
+        then = as_json(cli(services, namespace, "replay", str(target), "--as-of", middle, "--json"))
+        now = as_json(cli(services, namespace, "replay", str(target), "--json"))
+        assert ({"sending": 1}, 1) == (then["statuses"], then["streams"])
+        assert {"accepted": 1, "prepared": 1} == now["statuses"]
+
+    async def test_replay_refuses_a_malformed_hmac_key_instead_of_ignoring_it(
+        self, services: Services, store: LedgerStore, namespace: str, tmp_path: Path
+    ) -> None:
+        await some_sends(store)
+        target = tmp_path / "ledger.jsonl"
+        cli(services, namespace, "export", "--output", str(target))
+        done = cli(services, namespace, "replay", str(target), ANGELOS_LEDGER_HMAC_KEY="abc123")
+        assert 2 == done.returncode
+        assert "ANGELOS_LEDGER_HMAC_KEY" in done.stderr and "" == done.stdout
+
     async def test_the_auditors_projection_equals_the_live_one_at_the_same_time(
         self, store: LedgerStore
     ) -> None:
@@ -229,6 +285,15 @@ class TestExportReplay:
             assert (live.status, live.stage if isinstance(live.stage, str) else "") == (
                 replayed.status, replayed.stage
             )  # fmt: skip
+
+
+class TestNoStore:
+    async def test_a_ledger_command_without_a_store_says_why(
+        self, services: Services, namespace: str
+    ) -> None:
+        done = cli(services, namespace, "verify", ANGELOS_REDIS_URL="off", MAIL_USERNAME="")
+        assert 2 == done.returncode
+        assert "ANGELOS_REDIS_URL=off" in done.stderr
 
 
 class TestRecoverCommand:
