@@ -251,6 +251,10 @@ def tool_entries() -> list[JsonObj]:
     return sorted_entries
 
 
+# The complete `tools` array of Angelos 0.11 took this many bytes: ours must stay within it.
+DISCOVERY_BUDGET_BYTES = 11_742
+
+
 def compact_bytes(value: Any) -> bytes:
     """Encode as compact, key-sorted UTF-8 JSON: the unit of the discovery budget."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

@@ -39,7 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="serve HTTP without authentication on loopback only, as owner NAME",
     )
     sub.add_parser("check-config", help="print the effective configuration and any problems")
-    sub.add_parser("demo", help="show the demo mailbox through a real MCP client")
+    demo = sub.add_parser("demo", help="walk through the mailbox with a real MCP client")
+    demo.add_argument("--json", action="store_true", help="the raw results, one per line")
     add_ledger_commands(
         sub.add_parser("ledger", help="audit, export, replay and recover the ledger")
     )
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from service.demo import run_demo
 
-        return asyncio.run(run_demo())
+        return asyncio.run(run_demo(as_json=args.json))
     if args.transport == "stdio":
         return serve_stdio(config)
     return serve_http(config, args.host, args.port or config.port, args.insecure_local_owner)

@@ -8,10 +8,15 @@ from typing import Any
 
 import pytest
 
-from schemas.discovery import TOOLS, action_usage, compact_bytes, tool_entries
+from schemas.discovery import (
+    DISCOVERY_BUDGET_BYTES,
+    TOOLS,
+    action_usage,
+    compact_bytes,
+    tool_entries,
+)
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "tools-list.json"
-ORIGINAL_COMPLETE = 11_742  # Angelos 0.11's complete discovery bytes: our ceiling
 BASELINE_01 = 14_886  # the 0.1.0 baseline, never changed to make growth fit
 
 
@@ -196,7 +201,7 @@ class TestBudget:
         complete = len(compact_bytes(entries))
         schemas = sum(len(compact_bytes(e["inputSchema"])) for e in entries)
         print(f"complete discovery {complete} bytes; input schemas {schemas} bytes")
-        assert complete <= ORIGINAL_COMPLETE
+        assert complete <= DISCOVERY_BUDGET_BYTES
 
     def test_structural_budget_and_mirror_cap(self, entries: list[dict[str, Any]]) -> None:
         complete = len(compact_bytes(entries))
