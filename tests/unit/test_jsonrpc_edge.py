@@ -84,7 +84,11 @@ class TestParseErrors:
     def test_the_answer_writes_the_null_id_out(self) -> None:
         error = screen(b"{")
         assert isinstance(error, EdgeError)
-        expected = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+        expected = {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32700, "message": "Parse error"},
+        }
         assert expected == json.loads(error.encode())
 
 
@@ -103,7 +107,7 @@ class TestLimitsBeforeParsing:
 
     def test_one_value_under_the_limit_is_parsed(self) -> None:
         values = b",".join([b"0"] * (MAX_VALUES - 10))
-        assert "accepted" == verdict(call(b"{\"a\":[" + values + b"]}"))
+        assert "accepted" == verdict(call(b'{"a":[' + values + b"]}"))
 
     def test_an_object_with_too_many_keys_is_refused(self) -> None:
         members = b",".join(b'"k%d":"v"' % i for i in range(MAX_VALUES))
@@ -137,7 +141,7 @@ class TestLimitsBeforeParsing:
 
     def test_the_largest_legitimate_prepare_is_accepted(self) -> None:
         attachments = [{"filename": "a.bin", "content_base64": "A" * MAX_ATTACHMENT_BASE64_CHARS}]
-        body = "Zeile mit Umlauten äöü, \"Zitaten\" und Tabs\t\n" * (MAX_BODY_BYTES // 50)
+        body = 'Zeile mit Umlauten äöü, "Zitaten" und Tabs\t\n' * (MAX_BODY_BYTES // 50)
         message = {"to": [f"r{i}@example.test" for i in range(50)], "text": body}
         arguments = {"action": "new", "message": {**message, "attachments": attachments}}
         raw = call(json.dumps(arguments).encode())
