@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 
 import structlog
@@ -20,6 +21,18 @@ from service.transports.http_edge import McpEdge
 from service.transports.jsonrpc_edge import MAX_MESSAGE_BYTES
 
 log = structlog.get_logger("angelos.http")
+
+
+class ClientGone(logging.Filter):
+    """Drop aiohttp's error record for an answer to a client that has already left.
+
+    aiohttp logs it with a traceback at error level; nothing failed on our side.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Keep every record but those caused by a closed client connection."""
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, ConnectionError)
 
 
 def http_application(
@@ -47,6 +60,7 @@ def http_application(
 
 async def run_http(config: Config, host: str, port: int, owner: str) -> None:
     """Serve until SIGTERM or SIGINT, then close connections."""
+    logging.getLogger("aiohttp.server").addFilter(ClientGone())
     web_app, app = http_application(config, host, port, owner)
     if app is not None:
         await app.start()

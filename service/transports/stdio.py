@@ -50,7 +50,8 @@ class ScreenedLines:
 
 
 def _screen_line(line: bytes) -> Accepted | EdgeError | None:
-    return None if not line.strip() else screen(line)
+    message = line[:-1] if line.endswith(b"\n") else line  # the limit is on the message
+    return screen(message) if message.strip() else None
 
 
 async def run_stdio(config: Config, local: LocalPrincipal) -> None:

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from service.transports.stdio import ScreenedLines
-from service.transports.stdio_pipes import TOO_LONG_LINE, Line, PipeLines, ThreadLines
+from service.transports.stdio_pipes import (
+    MAX_LINE,
+    TOO_LONG_LINE,
+    Line,
+    PipeLines,
+    ThreadLines,
+)
 
 
 async def lines_of(data: bytes, limit: int) -> list[Line]:
@@ -91,6 +97,13 @@ async def test_valid_lines_reach_the_sdk_and_refused_ones_are_answered_in_order(
         (a["error"]["code"], a["id"]) for a in answers
     ]
     assert "Parse error: message longer than 8 MiB" == answers[2]["error"]["message"]
+
+
+async def test_a_message_at_the_limit_passes_with_its_newline() -> None:
+    head = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"p":"'
+    line = head + b"x" * (MAX_LINE - len(head) - 3) + b'"}}\n'
+    passed, answers = await screened([line])
+    assert ([MAX_LINE + 1], []) == ([len(p) for p in passed], answers)
 
 
 async def test_blank_lines_are_skipped_without_an_answer() -> None:
