@@ -281,7 +281,7 @@ bad_call_params = st.one_of(
 
 @st.composite
 def huge_numbers(draw: st.DrawFn) -> Probe:
-    digits = draw(st.integers(19, 4300))
+    digits = draw(st.integers(19, 4299))  # msgspec takes 4,300 characters, a sign included
     big = int(draw(st.sampled_from("123456789")) + "0" * (digits - 1)) * draw(
         st.sampled_from([1, -1])
     )

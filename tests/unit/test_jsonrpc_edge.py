@@ -77,6 +77,11 @@ class TestParseErrors:
     def test_unparseable_input_is_32700_with_a_null_id(self, raw: bytes) -> None:
         assert (PARSE, None) == verdict(raw)
 
+    def test_an_integer_id_is_read_up_to_4300_characters_sign_included(self) -> None:
+        head, tail = b'{"jsonrpc":"2.0","id":-', b',"method":"p"}'
+        assert "accepted" == verdict(head + b"9" * 4299 + tail)
+        assert (PARSE, None) == verdict(head + b"9" * 4300 + tail)
+
     def test_the_message_names_no_parser_detail(self) -> None:
         error = screen(b'{"jsonrpc": "2.0", "id": 1, "method": tru}')
         assert isinstance(error, EdgeError) and "Parse error" == error.message
