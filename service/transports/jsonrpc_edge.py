@@ -108,10 +108,14 @@ def _over_limits(raw: bytes) -> EdgeError | None:
     bare = raw.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in raw else raw
     if bare.count(b'"') > 4 * MAX_VALUES + 4:  # a key and a string value per value at most
         return TOO_MANY_VALUES
-    outside = b"s".join(bare.split(b'"')[0::2]).translate(None, _WHITESPACE)
+    outside = b"s".join(bare.split(b'"')[0::2])
+    commas = outside.count(b",")
+    if commas >= MAX_VALUES:  # each comma has a value after it: no need to count further
+        return TOO_MANY_VALUES
+    outside = outside.translate(None, _WHITESPACE)
     openers = outside.count(b"[") + outside.count(b"{")
     empty = outside.count(b"[]") + outside.count(b"{}")
-    if 1 + outside.count(b",") + openers - empty > MAX_VALUES:
+    if 1 + commas + openers - empty > MAX_VALUES:
         return TOO_MANY_VALUES
     if len(outside) - len(outside.translate(None, _DIGITS)) > MAX_DIGITS:
         return parse_error(f"more than {MAX_DIGITS} digits in numbers")
