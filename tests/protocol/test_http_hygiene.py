@@ -92,9 +92,7 @@ class TestDnsRebinding:
         assert {h: 421 for h in hosts} == {h: a.status for h, a in answers.items()}
         assert all(-32600 == json.loads(a.body)["error"]["code"] for a in answers.values())
 
-    async def test_a_host_that_is_no_valid_authority_is_400_invalid_host(
-        self, bound: Bind
-    ) -> None:
+    async def test_a_host_that_is_no_valid_authority_is_400_invalid_host(self, bound: Bind) -> None:
         p = bound.port
         hosts = [f"{bound.own_hosts[0]}:{p}.evil.example.com", f"::1:{p}", "localhost:99999"]
         cases = [(h, path) for h in hosts for path in ("/mcp", "/healthz")]
@@ -103,15 +101,14 @@ class TestDnsRebinding:
             case: (a.status, a.body) for case, a in answers.items()
         }
 
-    async def test_a_foreign_host_with_this_servers_ipv4_or_ipv6_name_swapped_gets_421(
+    async def test_a_loopback_address_this_server_is_not_bound_to_gets_421(
         self, bound: Bind
     ) -> None:
-        # An IPv4 bind does not answer to ::1, nor an IPv6 bind to 127.0.0.1.
+        # An IPv4 bind does not answer to [::1], an IPv6 bind not to 127.0.0.1; localhost
+        # binds both, so it gets another IPv4 loopback address.
         own = set(bound.own_hosts)
-        other = "[::1]" if "[::1]" not in own else "127.0.0.1"
-        if other in own:  # localhost binds both
-            other = "127.0.0.2"
-        assert 421 == (await post(bound, f"{other}:{bound.port}")).status
+        unbound = next(h for h in ("[::1]", "127.0.0.1", "127.0.0.2") if h not in own)
+        assert 421 == (await post(bound, f"{unbound}:{bound.port}")).status
 
     async def test_no_origin_or_this_servers_own_origin_is_served(self, bound: Bind) -> None:
         host = f"{bound.own_hosts[0]}:{bound.port}"
