@@ -11,6 +11,7 @@ than the SDK's complaint about a missing _meta. A POST the SDK refuses on its he
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Final
 
 from mcp.server.streamable_http import check_accept_headers
@@ -25,6 +26,7 @@ from service.transports.host_policy import HostPolicy
 from service.transports.jsonrpc_edge import (
     MAX_MESSAGE_BYTES,
     TOO_LONG,
+    YIELD_ABOVE,
     EdgeError,
     RequestId,
     invalid_request,
@@ -69,6 +71,8 @@ class McpEdge:
         if unsupported is not None:
             await _error_response(unsupported)(scope, receive, send)
             return
+        if len(body) > YIELD_ABOVE:
+            await asyncio.sleep(0)
         await self.app(scope, _replay(body, receive), send)
 
     def _refusal(self, scope: Scope, headers: Headers) -> Response | None:

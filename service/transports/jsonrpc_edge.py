@@ -31,6 +31,9 @@ MAX_DEPTH: Final = 64  # the SDK's own parser stops at 200
 # Decimal to int conversion is quadratic in the digits (CPython caps a literal at 4,300); a
 # total cap keeps the numbers of one message cheap. Ours are uids, modseqs and ids (<= 20 digits).
 MAX_DIGITS: Final = 100_000
+# Above this size screen() and the SDK's parse take milliseconds each: transports let the event
+# loop run between the two, so neither adds to the other's hold.
+YIELD_ABOVE: Final = MIB
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600

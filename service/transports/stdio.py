@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Final
 
 from mcp.server.stdio import stdio_server
 
@@ -11,11 +10,8 @@ from service.app import build_app
 from service.config import Config, LocalPrincipal
 from service.mcp_server import build_server
 from service.principal import local_principal
-from service.transports.jsonrpc_edge import TOO_LONG, Accepted, EdgeError, screen
+from service.transports.jsonrpc_edge import TOO_LONG, YIELD_ABOVE, Accepted, EdgeError, screen
 from service.transports.stdio_pipes import LineSource, LineWriter, TooLong, stdio_lines
-
-# Above this size our parse and the SDK's each take milliseconds: let the loop run in between.
-YIELD_ABOVE: Final = 1024 * 1024
 
 
 class ScreenedLines:
