@@ -78,7 +78,7 @@ def serve_stdio(config: Config) -> int:
 
 def serve_http(config: Config, host: str, port: int, owner: str | None) -> int:
     """Serve stateless HTTP; until bearer authentication exists, only as a loopback owner."""
-    from service.transports.http import is_loopback
+    from service.transports.host_policy import is_loopback
     from service.transports.serve_http import run_http
 
     if not owner:
@@ -90,6 +90,9 @@ def serve_http(config: Config, host: str, port: int, owner: str | None) -> int:
         return 2
     if not is_loopback(host):
         print("angelos: --insecure-local-owner serves only on a loopback address", file=sys.stderr)
+        return 2
+    if not 0 < port < 65536:  # Host and Origin checks need the real port
+        print("angelos: --port must be 1..65535", file=sys.stderr)
         return 2
     asyncio.run(run_http(config, host, port, owner))
     return 0

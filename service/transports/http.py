@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,8 +11,8 @@ from aiohttp import web
 from service.config import Config
 from service.context import VERSION
 from service.transports.asgi_bridge import mount_asgi
+from service.transports.jsonrpc_edge import MAX_MESSAGE_BYTES
 
-MAX_BODY = 8 * 1024 * 1024
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",
@@ -22,16 +21,6 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 log = structlog.get_logger("angelos.http")
-
-
-def is_loopback(host: str) -> bool:
-    """Tell whether a bind address is a loopback address or the name localhost."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 async def _security_headers(request: web.BaseRequest, response: web.StreamResponse) -> None:
@@ -44,6 +33,10 @@ async def _reject_bad_host(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     if any(ch in request.headers.get("Host", "") for ch in "\r\n"):
+        return web.Response(status=400, text="invalid host")
+    try:  # the ASGI bridge builds the URL from Host; yarl refuses e.g. a port of 99999
+        request.url  # noqa: B018
+    except ValueError:
         return web.Response(status=400, text="invalid host")
     return await handler(request)
 
@@ -59,7 +52,7 @@ def healthz_body(config: Config, configured: bool) -> dict[str, Any]:
 
 def build_http_app(config: Config, asgi_app: Any | None) -> web.Application:
     """Build the aiohttp application; without an ASGI app, /mcp answers 503 (fail closed)."""
-    app = web.Application(middlewares=[_reject_bad_host], client_max_size=MAX_BODY)
+    app = web.Application(middlewares=[_reject_bad_host], client_max_size=MAX_MESSAGE_BYTES)
     app.on_response_prepare.append(_security_headers)
     configured = asgi_app is not None
 

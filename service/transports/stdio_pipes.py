@@ -1,11 +1,12 @@
-"""stdin/stdout as non-blocking asyncio pipes, for mcp's stdio_server without worker threads.
+"""stdin/stdout as raw lines for the stdio transport, with fds 0 and 1 kept off the wire.
 
-The SDK's default wraps blocking file objects with anyio.wrap_file, so every line read, write
-and flush is a hop to a worker thread: about half a millisecond per tool call on this machine
-(bench/read_path.py). When both descriptors are pipes or sockets, these objects give the SDK
-the same interface (`async for line`, `write`, `flush`) on the event loop itself. Terminals and
-files keep the SDK's own handling: a terminal's non-blocking mode would outlive this process in
-the user's shell.
+When both descriptors are pipes or sockets, lines are read and written on the event loop
+itself: the SDK's default wraps blocking file objects with anyio.wrap_file, so every line read,
+write and flush is a hop to a worker thread, about half a millisecond per tool call on this
+machine (bench/read_path.py). A terminal or a regular file is read and written in worker threads
+as the SDK does: a terminal's non-blocking mode would outlive this process in the user's shell.
+Either way lines arrive as bytes, at most MAX_LINE of them; a longer line is skipped, reported
+once as TOO_LONG, and serving goes on.
 Like the SDK, serving diverts fd 0 to the null device and fd 1 to stderr, so stray output of
 any library never reaches the wire; both are restored on exit.
 """
@@ -16,15 +17,43 @@ import asyncio
 import contextlib
 import os
 import stat
-from collections.abc import AsyncIterator
-from typing import Final
+from collections.abc import AsyncIterator, Iterator
+from typing import Final, Protocol
 
-MAX_LINE: Final = 256 * 1024 * 1024  # one JSON-RPC message; larger lines are refused, not kept
-_UNREADABLE: Final = "\n"  # handed on for an over-long line: the SDK reports a parse error
+import anyio
+import anyio.to_thread
+
+from service.transports.jsonrpc_edge import MAX_MESSAGE_BYTES
+
+MAX_LINE: Final = MAX_MESSAGE_BYTES  # one JSON-RPC message, without its newline
+
+
+class TooLong:
+    """Stands for a line longer than MAX_LINE, already skipped."""
+
+
+TOO_LONG_LINE: Final = TooLong()
+Line = bytes | TooLong
+
+
+class LineSource(Protocol):
+    """Raw lines from the client, newline included; a TooLong marks a skipped line."""
+
+    def __aiter__(self) -> LineSource: ...
+
+    async def __anext__(self) -> Line: ...
+
+
+class LineWriter(Protocol):
+    """What mcp's stdio_server writes through: text, then flush."""
+
+    async def write(self, text: str) -> None: ...
+
+    async def flush(self) -> None: ...
 
 
 class PipeLines:
-    """The lines of the client's pipe, decoded as UTF-8 (invalid bytes replaced)."""
+    """The lines of the client's pipe, read on the event loop."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
@@ -32,17 +61,16 @@ class PipeLines:
     def __aiter__(self) -> PipeLines:
         return self
 
-    async def __anext__(self) -> str:
+    async def __anext__(self) -> Line:
         try:
-            line = await self._reader.readuntil(b"\n")
+            return await self._reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:  # EOF: a last line without newline, or none
             if not exc.partial:
                 raise StopAsyncIteration from None
-            line = exc.partial
-        except asyncio.LimitOverrunError as exc:  # longer than MAX_LINE: skip it, keep serving
+            return exc.partial
+        except asyncio.LimitOverrunError as exc:  # longer than the reader's limit
             await self._skip_line(exc.consumed)
-            return _UNREADABLE
-        return line.decode("utf-8", "replace")
+            return TOO_LONG_LINE
 
     async def _skip_line(self, buffered: int) -> None:
         while True:
@@ -71,7 +99,52 @@ class PipeWriter:
         await self._writer.drain()
 
 
-async def _connect() -> (
+class ThreadLines:
+    """The lines of a terminal or regular file, each read in a worker thread."""
+
+    def __init__(self, fd: int) -> None:
+        # Never closed: a worker may still block in read() on it when serving ends, and a
+        # closed number could be reused under that read (the SDK keeps its copy open too).
+        self._file = os.fdopen(fd, "rb", closefd=False)
+
+    def __aiter__(self) -> ThreadLines:
+        return self
+
+    async def __anext__(self) -> Line:
+        line = await anyio.to_thread.run_sync(self._file.readline, MAX_LINE + 1)
+        if not line:
+            raise StopAsyncIteration
+        if len(line) <= MAX_LINE or line.endswith(b"\n"):
+            return line
+        while line and not line.endswith(b"\n"):
+            line = await anyio.to_thread.run_sync(self._file.readline, MAX_LINE)
+        return TOO_LONG_LINE
+
+
+class ThreadWriter:
+    """Writes lines to a terminal or regular file in a worker thread, one line at a time."""
+
+    def __init__(self, fd: int) -> None:
+        self._file = os.fdopen(fd, "wb")
+        self._lock = anyio.Lock()  # the SDK's replies and ours must not interleave
+
+    async def write(self, text: str) -> None:
+        """Write text through the file's buffer."""
+        async with self._lock:
+            await anyio.to_thread.run_sync(self._file.write, text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        """Push the buffer out."""
+        async with self._lock:
+            await anyio.to_thread.run_sync(self._file.flush)
+
+    def close(self) -> None:
+        """Flush what is left and close the duplicate."""
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+
+async def _connect_pipes() -> (
     tuple[asyncio.StreamReader, asyncio.StreamWriter, asyncio.ReadTransport] | None
 ):
     """Open duplicates of fds 0 and 1 as asyncio pipes; None unless both are pipes or sockets."""
@@ -85,7 +158,7 @@ async def _connect() -> (
         read_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), stdin
         )
-    except (ValueError, OSError):  # a regular file or another kind asyncio cannot poll
+    except (ValueError, OSError):  # a kind asyncio cannot poll
         stdin.close()
         stdout.close()
         return None
@@ -110,30 +183,42 @@ def _modes(*fds: int) -> list[int]:
     return modes
 
 
-@contextlib.asynccontextmanager
-async def pipe_stdio() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
-    """Yield line reader and writer over the process's stdio, or None when they are not pipes.
-
-    None (a terminal, or stdin redirected from a regular file) means: use the SDK's own stdio.
-    """
-    pipes = await _connect()
-    if pipes is None:
-        yield None
-        return
-    reader, writer, read_transport = pipes
+@contextlib.contextmanager
+def _diverted() -> Iterator[None]:
+    """Point fd 0 at the null device and fd 1 at stderr; restore both on exit."""
     saved_in, saved_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(2, 1)
     os.close(null)
     try:
-        yield PipeLines(reader), PipeWriter(writer)
+        yield
     finally:
         os.dup2(saved_in, 0)
         os.dup2(saved_out, 1)
         os.close(saved_in)
         os.close(saved_out)
-        with contextlib.suppress(Exception):
-            await writer.drain()
-        writer.close()
-        read_transport.close()
+
+
+@contextlib.asynccontextmanager
+async def stdio_lines() -> AsyncIterator[tuple[LineSource, LineWriter]]:
+    """Yield the client's line source and a writer over the process's stdin and stdout."""
+    pipes = await _connect_pipes()
+    if pipes is None:
+        reader_fd, writer = os.dup(0), ThreadWriter(os.dup(1))
+        with _diverted():
+            try:
+                yield ThreadLines(reader_fd), writer
+            finally:
+                with contextlib.suppress(OSError):
+                    await anyio.to_thread.run_sync(writer.close)
+        return
+    reader, stream_writer, read_transport = pipes
+    with _diverted():
+        try:
+            yield PipeLines(reader), PipeWriter(stream_writer)
+        finally:
+            with contextlib.suppress(Exception):
+                await stream_writer.drain()
+            stream_writer.close()
+            read_transport.close()

@@ -132,7 +132,7 @@ class TestStdinKinds:
         (answer,) = map(json.loads, proc.stdout.splitlines())
         assert 1 == answer["id"] and "angelos" == answer["result"]["serverInfo"]["name"]
 
-    def test_requests_through_a_pipe_with_an_unparseable_line_are_answered(
+    def test_an_unparseable_line_in_a_pipe_gets_a_parse_error_and_serving_goes_on(
         self, env: dict[str, str]
     ) -> None:
         lines = [json.dumps(r) for r in self.REQUESTS]
@@ -146,15 +146,15 @@ class TestStdinKinds:
         try:
             proc.stdin.write("\n".join(lines).encode() + b"\n")
             proc.stdin.flush()
-            answers: dict[int, Any] = {}
-            while len(answers) < 3:
+            answers: dict[int | None, Any] = {}
+            while len(answers) < 4:
                 message = json.loads(proc.stdout.readline())
-                if "id" in message:
-                    answers[message["id"]] = message
+                answers[message["id"]] = message
             proc.stdin.close()
             assert 0 == proc.wait(timeout=30)
         finally:
             proc.kill()
+        assert {"code": -32700, "message": "Parse error"} == answers[None]["error"]
         assert 6 == len(answers[2]["result"]["tools"])
         assert answers[3]["result"]["isError"] is True
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import socket
 import subprocess
@@ -11,6 +12,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,27 +36,37 @@ def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
     return {**keep, "PYTHONPATH": str(ROOT), **extra}
 
 
+def connect_address(bind_host: str) -> str:
+    """The address a client dials for a server bound to `bind_host` (URL form for IPv6)."""
+    if bind_host == "localhost":
+        return "127.0.0.1"
+    address = ipaddress.ip_address(bind_host)
+    return f"[{address.compressed}]" if address.version == 6 else address.compressed
+
+
 @contextlib.contextmanager
-def http_server(env: Mapping[str, str], *extra_args: str) -> Iterator[str]:
-    """Run `angelos serve --transport http` on a free port; yield its base URL."""
+def http_server(
+    env: Mapping[str, str],
+    *extra_args: str,
+    host: str = "127.0.0.1",
+    stderr: IO[bytes] | int = subprocess.PIPE,
+) -> Iterator[str]:
+    """Run `angelos serve --transport http` on a free port; yield its base URL.
+
+    With the default stderr=PIPE nobody reads the pipe while serving: pass a file for runs
+    that log more than a pipe holds (64 KiB).
+    """
     port = free_port()
     proc = subprocess.Popen(
         angelos_command(
-            "serve",
-            "--transport",
-            "http",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            *extra_args,
+            "serve", "--transport", "http", "--host", host, "--port", str(port), *extra_args
         ),
         env=clean_env(env),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
     )
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://{connect_address(host)}:{port}"
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -63,7 +75,7 @@ def http_server(env: Mapping[str, str], *extra_args: str) -> Iterator[str]:
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode() if proc.stderr else ""
+                    err = proc.stderr.read().decode() if proc.stderr else "(see stderr)"
                     raise RuntimeError(f"angelos http did not start: {err[-2000:]}") from None
                 time.sleep(0.05)
         yield base
