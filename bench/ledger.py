@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from ledger.store.answers import new_id  # noqa: E402
+from ledger.ids import new_id  # noqa: E402
 from providers.mime.compose import compose_new  # noqa: E402
 from schemas.args.common import Message  # noqa: E402
 from schemas.args.prepare import PrepareNew  # noqa: E402
