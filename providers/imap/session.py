@@ -75,6 +75,9 @@ _REFUSED = frozenset(
 class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
     """aioimaplib's protocol with a read budget, bounded recursion and exact untagged lines."""
 
+    incomplete_line: bytes  # aioimaplib's: the start of a line still missing its CRLF
+    current_command: Any  # aioimaplib's: the command a literal or line belongs to, or None
+
     def __init__(self, loop: asyncio.AbstractEventLoop, read_budget: int = READ_BUDGET) -> None:
         super().__init__(loop, self._on_connection_lost)
         self.read_budget = read_budget
@@ -95,21 +98,45 @@ class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
             return
         # aioimaplib recurses once per response line and dies past ~990 lines in one read
         # (notes/stack.md §3.2); TCP may split anywhere, so feeding it in pieces is safe.
+        # The bytes of a literal it takes whole, so a 5 MiB message body (in 8-byte header
+        # lines, say) is handed over in one piece instead of being split line by line.
         start = 0
-        pos = 0
-        count = 0
-        while True:
-            pos = data.find(b"\r\n", pos)
-            if pos < 0:
-                break
-            pos += 2
-            count += 1
-            if count == _LINES_PER_FEED:
-                super().data_received(data[start:pos])
-                start = pos
-                count = 0
-        if start < len(data):
-            super().data_received(data[start:])
+        while start < len(data):
+            remaining = self._literal_remaining()
+            end = start + remaining if remaining else self._after_lines(data, start)
+            self._feed(data[start:end])
+            start = end
+
+    def _literal_remaining(self) -> int:
+        """Return how many bytes of a literal aioimaplib still expects (0 outside one)."""
+        command = self.current_command
+        if command is None or not command.wait_literal_data():
+            return 0
+        return int(command._expected_size - len(command._resp_literal_data))
+
+    @staticmethod
+    def _after_lines(data: bytes, start: int) -> int:
+        """Return the index after the next `_LINES_PER_FEED` line ends (or the end of data)."""
+        position = start
+        for _ in range(_LINES_PER_FEED):
+            found = data.find(b"\r\n", position)
+            if found < 0:
+                return len(data)
+            position = found + 2
+        return position
+
+    def _feed(self, data: bytes) -> None:
+        # aioimaplib's own data_received, minus its debug line: that formats a repr of every
+        # received byte even when debug logging is off.
+        try:
+            self._handle_responses(
+                self.incomplete_line + data, self._handle_line, self.current_command
+            )
+            self.incomplete_line = b""
+            self.current_command = None
+        except _aio.IncompleteRead as incomplete:
+            self.current_command = incomplete.cmd
+            self.incomplete_line = incomplete.data
 
     def _on_connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
