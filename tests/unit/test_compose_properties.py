@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import binascii
 import re
 from datetime import UTC, datetime
 from email import message_from_bytes, policy
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from providers.mime.compose import compose_new
 from providers.mime.compose.addresses import Mailbox, header_form, parse_entry
+from providers.mime.compose.encoding import quoted_printable
 from schemas.args.common import Message
 from schemas.compose import ComposedMessage, Identity
 
@@ -134,3 +136,21 @@ def test_valid_compositions_round_trip_through_the_stdlib_parser(
         html_part = parsed.get_body(("html",))
         assert html_part is not None
         assert composed.html == str(html_part.get_content()).replace("\r\n", "\n")
+
+
+qp_text = st.lists(
+    st.sampled_from(["a", " ", "\t", "=", ".", "\n", "é", "€", "\U0001f600", "x" * 80, " \n"]),
+    max_size=120,
+).map("".join)
+
+
+@settings(max_examples=300)
+@given(qp_text)
+def test_quoted_printable_round_trips_in_lines_of_at_most_76_without_trailing_space(
+    text: str,
+) -> None:
+    encoded = quoted_printable(text)
+    lines = encoded.split(b"\r\n")
+    assert all(len(line) <= 76 and not line.endswith((b" ", b"\t")) for line in lines)
+    assert re.search(rb"(?<!\r)\n|\r(?!\n)", encoded) is None
+    assert text.encode("utf-8") == binascii.a2b_qp(encoded.replace(b"\r\n", b"\n"))
