@@ -191,12 +191,25 @@ def send_largest() -> Any:
 def cases(seeded: Seeded, html_bytes: int = MAX_BODY) -> list[Case]:
     """Every probed call; `html_bytes` shrinks only the authored-HTML cases."""
     return [
+        *first_calls(seeded),
         *compose_cases(seeded, html_bytes),
         *read_cases(seeded),
         *search_cases(seeded),
         *draft_cases(seeded, html_bytes),
         Case("send", "send the largest prepared message", SEND, send_largest(), heavy=True),
     ]
+
+
+def first_calls(seeded: Seeded) -> list[Case]:
+    """Small first calls of a fresh server: what it initializes on first use counts too."""
+    small = {"action": "search", "search": {"folder": seeded.search_folder, "limit": 1}}
+    return [
+        Case("first", "first prepare new (small)", PREPARE, new(text="first"), heavy=True),
+        Case("first", "first read (small)", QUERY, read(seeded, "anchor"), heavy=True),
+        Case("first", "first search (1 row)", QUERY, fixed(small), heavy=True),
+        Case("first", "first create draft (small)", CREATE,
+             fixed({"action": "draft", "message": {"text": "first"}}), heavy=True),
+    ]  # fmt: skip
 
 
 def compose_cases(seeded: Seeded, html_bytes: int) -> list[Case]:
