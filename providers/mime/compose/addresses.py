@@ -21,7 +21,9 @@ from providers.mime.compose.text_rules import (
 from schemas.errors import InvalidArguments
 
 MAX_LIST_ENTRY_BYTES = 2048
-_LIST_SPECIAL = re.compile(r'["\\(),:;<>]')
+MAX_ENTRY_QUOTED_STRINGS = 16
+_LIST_SPECIAL = re.compile(r'["\\(),:;<>\[\]]')
+_CLOSING = {'"': '"', "[": "]"}
 # A display name with one of these goes into B words (RFC 2047 §5 forbids them in Q phrases).
 _B_SPECIALS = frozenset("\"#$%&'(),.:;<>@[]^`{|}~")
 
@@ -57,29 +59,36 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 def split_list(value: str) -> list[str] | None:
     """Split an address list at its top-level commas, keeping groups whole (linear).
 
-    Return None when a quoted string, comment or angle address is left open, or when an
-    entry exceeds 2 KiB (the stdlib parser slows quadratically on long entries; no usable
-    mailbox needs that much). Empty entries are kept, as "".
+    Quoted strings, nested comments and domain literals (with their quoted pairs) and angle
+    addresses are skipped over. Return None when one of them is left open, when a backslash
+    stands outside them (a quoted pair is only valid inside), when an entry holds more than
+    16 quoted strings, or when it exceeds 2 KiB: the stdlib parser slows quadratically on
+    long runs of such tokens, and no usable mailbox needs them. Empty entries are kept, as "".
     """
     entries: list[str] = []
-    start = skip_until = comment = 0
-    quoted = angle = group = False
+    start = skip_until = depth = strings = 0
+    inside = ""  # '"' in a quoted string, "(" in a comment, "[" in a domain literal
+    angle = group = False
     for match in _LIST_SPECIAL.finditer(value):
         at = match.start()
         if at < skip_until:
             continue
         ch = value[at]
-        if quoted or comment:
+        if inside:
             if ch == "\\":
                 skip_until = at + 2
-            elif quoted:
-                quoted = ch != '"'
-            else:
-                comment += (ch == "(") - (ch == ")")
-        elif ch == '"':
-            quoted = True
-        elif ch == "(":
-            comment = 1
+            elif inside == "(":
+                depth += (ch == "(") - (ch == ")")
+                inside = "(" if depth else ""
+            elif ch == _CLOSING[inside]:
+                inside = ""
+        elif ch in '"([':
+            inside, depth = ch, 1
+            strings += ch == '"'
+            if strings > MAX_ENTRY_QUOTED_STRINGS:
+                return None
+        elif ch == "\\":
+            return None
         elif ch in "<>":
             angle = ch == "<"
         elif ch == ":" and not angle:
@@ -88,8 +97,8 @@ def split_list(value: str) -> list[str] | None:
             group = False
         elif ch == "," and not (angle or group):
             entries.append(value[start:at])
-            start = at + 1
-    if quoted or comment or angle:
+            start, strings = at + 1, 0
+    if inside or angle:
         return None
     entries.append(value[start:])
     if any(len(e.encode("utf-8", "surrogatepass")) > MAX_LIST_ENTRY_BYTES for e in entries):
