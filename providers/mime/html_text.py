@@ -259,8 +259,10 @@ class _Renderer(HtmlTokenizer):
 
     def close_recent(self, name: str) -> None:
         """Close `name` when it is among the few innermost open elements (a sibling starts)."""
-        if any(entry[0] == name for entry in self.stack[-4:]):
-            self.close_through(name)
+        for entry in self.stack[-4:]:
+            if entry[0] == name:
+                self.close_through(name)
+                return
 
     def close_through(self, name: str) -> None:
         """Pop open elements down to and including the innermost `name`."""
@@ -291,15 +293,18 @@ class _Renderer(HtmlTokenizer):
 
     def write(self, chunk: str) -> None:
         """Append visible text."""
-        if chunk:
-            self.out.append(chunk)
-            self.after_space = chunk[-1] in " \t"
-            stripped = chunk.rstrip("\n")
-            self.newlines = (
-                min(2, len(chunk) - len(stripped))
-                if stripped
-                else min(2, self.newlines + len(chunk))
-            )
+        if not chunk:
+            return
+        self.out.append(chunk)
+        last = chunk[-1]
+        self.after_space = last in " \t"
+        if last != "\n":
+            self.newlines = 0
+            return
+        stripped = chunk.rstrip("\n")
+        self.newlines = (
+            min(2, len(chunk) - len(stripped)) if stripped else min(2, self.newlines + len(chunk))
+        )
 
     def write_after(self, name: str) -> None:
         """Write what the rules put after an element (a space after a table cell)."""
