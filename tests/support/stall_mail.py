@@ -168,14 +168,17 @@ def anchor(anchor_id: bytes) -> bytes:
 
 
 def stored_draft(html: bytes, size: int) -> bytes:
-    """A \\Draft from the configured sender: plain + HTML alternatives and one attachment."""
-    text = _fill(b"draft text line\r\n", size // 3)
-    data = b64_lines(bytes(range(256)) * (size // 3 // 256))
+    """A \\Draft from the configured sender near `size` bytes: plain and HTML alternatives
+    (each a quarter, at most 1,000 KiB: a draft body part may not exceed 1 MiB) and one
+    attachment with the rest."""
+    body = min(size // 4, 1000 * 1024)
+    text = _fill(b"draft text line\r\n", body)
+    data = b64_lines(bytes(range(256)) * ((size - 2 * body - 64 * 1024) * 57 // 78 // 256))
     top = head(b"stall draft", b'Content-Type: multipart/mixed; boundary="m"\r\n', sender=SENDER)
     return b"".join([
         top, b"\r\n--m\r\nContent-Type: multipart/alternative; boundary=\"t\"\r\n\r\n",
         b"--t\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n", text,
-        b"--t\r\nContent-Type: text/html; charset=utf-8\r\n\r\n", _fill(html, size // 3),
+        b"--t\r\nContent-Type: text/html; charset=utf-8\r\n\r\n", _fill(html, body),
         b"\r\n--t--\r\n--m\r\nContent-Type: application/octet-stream\r\n",
         b'Content-Disposition: attachment; filename="d.bin"\r\n',
         b"Content-Transfer-Encoding: base64\r\n\r\n", data, b"--m--\r\n",
