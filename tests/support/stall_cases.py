@@ -52,6 +52,14 @@ STORED = {
 SEARCH_FLOOD = 100
 
 
+def heavy_names() -> list[str]:
+    """Name the heaviest case of each kind (no mailbox needed: references are stand-ins)."""
+    stand_in = {"folder": "INBOX", "uid_validity": 1, "uid": 1}
+    names = [*STORED, "draft", "anchor"]
+    seeded = Seeded({name: stand_in for name in names}, "INBOX")
+    return [case.name for case in cases(seeded) if case.heavy]
+
+
 async def seed(services: Services) -> Seeded:
     """APPEND the hostile messages (two fresh folders) and return their references."""
     imap = await open_session(services, command_timeout=120)
@@ -134,7 +142,8 @@ def recipients() -> list[str]:
 def hostile_recipients() -> list[str]:
     """Fifty 2,048-byte entries shaped to hurt an address parser (all refused)."""
     shapes = ["(" * 2040 + "a@b.c", '"\\' * 1020 + "<a@b.c>", "=?utf-8?q?=41?= " * 127 + "<x@y.z>",
-              "a" + ".a" * 1020 + "@b", "<" * 2040 + "a@b.c>", "@" * 2047]  # fmt: skip
+              "a" + ".a" * 1020 + "@b", "<" * 2040 + "a@b.c>", "@" * 2047, "a," * 1024,
+              '"".' * 680 + "a@b", "\\" * 2040 + "<a@b>", "a " * 1020 + "<a@b>"]  # fmt: skip
     return [shapes[n % len(shapes)][:2048] for n in range(50)]
 
 

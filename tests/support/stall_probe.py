@@ -91,9 +91,9 @@ class Pinger:
                 raise RuntimeError("the pinger stopped reporting")
             await asyncio.sleep(0.01)
 
-    async def window(self, start: float, end: float) -> list[Ping]:
+    async def window(self, start: float, end: float, within: float = 600) -> list[Ping]:
         """Return the pings that overlap [start, end], once all of them were answered."""
-        await self.wait_until(lambda: bool(self.pings) and self.pings[-1].sent > end, 600)
+        await self.wait_until(lambda: bool(self.pings) and self.pings[-1].sent > end, within)
         return [p for p in self.pings if p.sent < end and p.answered > start]
 
     async def stop(self) -> None:
@@ -145,15 +145,24 @@ def result_code(structured: dict[str, Any] | None, is_error: bool) -> str:
     return str((structured or {}).get("error_code") or "error")
 
 
-async def measure(client: Client, pinger: Pinger, case: Case, runs: int = 1) -> Outcome:
-    """Run `case` `runs` times through `client`; keep the worst stall and the longest call."""
+async def measure(
+    client: Client, pinger: Pinger, case: Case, runs: int = 1, limit_s: float | None = None
+) -> Outcome:
+    """Run `case` `runs` times through `client`; keep the worst stall and the longest call.
+
+    With `limit_s`, a call (or the pings after it) taking longer raises TimeoutError.
+    """
     outcome = Outcome(case.kind, case.name, "", case.expected)
     for _ in range(runs):
         arguments = await case.arguments(client)
         start = time.monotonic()
-        result = await client.call_tool(case.tool, arguments)
+        try:
+            async with asyncio.timeout(limit_s):
+                result = await client.call_tool(case.tool, arguments)
+        except TimeoutError:
+            raise TimeoutError(f"{case.name}: no answer within {limit_s} s") from None
         end = time.monotonic()
-        overlapping = await pinger.window(start, end + SETTLE_S)
+        overlapping = await pinger.window(start, end + SETTLE_S, limit_s or 600)
         outcome.code = result_code(result.structured_content, result.is_error)
         outcome.call_s = max(outcome.call_s, end - start)
         outcome.pings += len(overlapping)
@@ -172,7 +181,11 @@ async def baseline(pinger: Pinger, seconds: float = 2.0) -> tuple[float, float]:
 
 
 async def run_cases(
-    url: str, cases: Sequence[Case], runs: int = 1, report: Callable[[Outcome], None] | None = None
+    url: str,
+    cases: Sequence[Case],
+    runs: int = 1,
+    report: Callable[[Outcome], None] | None = None,
+    limit_s: float | None = None,
 ) -> tuple[tuple[float, float], list[Outcome]]:
     """Measure every case against the server at `url`; return the idle baseline and outcomes."""
     pinger = await Pinger.start(url)
@@ -181,7 +194,7 @@ async def run_cases(
         outcomes = []
         async with Client(url) as client:
             for case in cases:
-                outcome = await measure(client, pinger, case, runs)
+                outcome = await measure(client, pinger, case, runs, limit_s)
                 outcomes.append(outcome)
                 if report is not None:
                     report(outcome)
