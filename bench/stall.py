@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -47,6 +48,7 @@ async def main_async(args: argparse.Namespace) -> int:
         print("run under scripts/test-services run -- ...", file=sys.stderr)
         return 2
     started = time.monotonic()
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     seeded = await seed(services)
     print(f"seeded the hostile messages in {time.monotonic() - started:.1f} s")
     chosen = [
@@ -68,6 +70,7 @@ async def main_async(args: argparse.Namespace) -> int:
     over = [o for o in outcomes if o.worst_s * 1000 > TARGET_MS]
     unexpected = [o for o in outcomes if not o.as_expected]
     failed = sum(o.failed_pings for o in outcomes)
+    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     print(f"\nidle ping: median {idle[0] * 1000:.1f} ms, worst {idle[1] * 1000:.1f} ms")
     print(f"{len(outcomes)} cases, {len(over)} over the {TARGET_MS} ms target; worst "
           f"{max(o.worst_s for o in outcomes) * 1000:.1f} ms; {failed} failed pings; "
