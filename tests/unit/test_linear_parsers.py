@@ -19,7 +19,7 @@ from aioimaplib import aioimaplib
 
 from providers.imap.fetch import parse_fetch
 from providers.imap.responses import ImapResponse, tokenize
-from providers.imap.session import WireProtocol
+from providers.imap.wire import WireProtocol
 from providers.mime.attachments import extract_attachment
 from providers.mime.compose import compose_new, derive_plain_text
 from providers.mime.compose.addresses import parse_entry, parse_source_list
