@@ -15,6 +15,9 @@ from service.ledger_cli import add_ledger_commands, run_ledger
 from service.logging import configure_logging
 
 log = structlog.get_logger("angelos")
+# The CPU pool's threads share the interpreter lock with the event loop; the loop takes it
+# back after every socket call, waiting up to this long each time (5 ms by default).
+SERVE_SWITCH_INTERVAL_S = 0.001
 
 
 def startup_problems(config: Config) -> list[str]:
@@ -54,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging("warning")
         return run_ledger(args, config)
     configure_logging()
+    sys.setswitchinterval(SERVE_SWITCH_INTERVAL_S)
     if args.command == "demo":
         from service.demo import run_demo
 

@@ -14,8 +14,9 @@ import ssl
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from providers.imap.session import ImapSession, WireProtocol
+from providers.imap.session import ImapSession
 from providers.imap.settings import ImapSettings
+from providers.imap.wire import WireProtocol
 from providers.netsafety import SockAddr, dial, resolve_destination, tls_context
 from schemas.errors import MailError, ServiceUnavailable
 

@@ -23,8 +23,10 @@ from providers.imap.cursor import (
     scope_digest,
 )
 from providers.imap.fetch import body_section, parse_fetch
+from providers.imap.responses import ImapResponse
 from providers.imap.session import ImapSession
 from providers.imap.summaries import summary_page
+from providers.off_loop import off_loop
 from schemas.errors import (
     InvalidArguments,
     NotFound,
@@ -190,6 +192,13 @@ async def fetch_link_sections(
     """
     peek = f"BODY.PEEK[HEADER.FIELDS ({' '.join(names)})]<0.{SECTION_LIMIT + 1}>"
     response = await session.uid_fetch(uids, codec.raw(f"(UID {peek})"))
+    return await off_loop(link_sections, response, uids, names, enforce_limits)
+
+
+def link_sections(
+    response: ImapResponse, uids: list[int], names: tuple[str, ...], enforce_limits: bool
+) -> dict[int, LinkSection | None]:
+    """Parse the link sections of the FETCH responses for `uids` (up to 16 x 64 KiB)."""
     wanted = set(uids)
     sections: dict[int, LinkSection | None] = {}
     for attrs in parse_fetch(response):

@@ -39,6 +39,8 @@ class Atom(str):
 Token: TypeAlias = "Atom | bytes | list[Token] | None"  # None is NIL
 
 _LITERAL_TAIL = re.compile(rb"\{(\d+)\+?\}$")
+# An atom's plain run is scanned in C; brackets (section specs) go byte by byte.
+_ATOM_PLAIN = re.compile(rb"[^ ()\[\]]*")
 # A SEARCH answer is usually one plain line of numbers: split it instead of tokenizing.
 _PLAIN_SEARCH = re.compile(rb"SEARCH((?: [0-9]+)*)(?: \(MODSEQ [0-9]+\))?", re.IGNORECASE)
 
@@ -114,6 +116,9 @@ def _tokenize_text(text: bytes, end: int, stack: list[list[Token]]) -> None:
 
 
 def _read_quoted(text: bytes, pos: int, end: int) -> tuple[bytes, int]:
+    close = text.find(b'"', pos + 1, end)
+    if close >= 0 and text.find(b"\\", pos + 1, close) < 0:  # no escapes: one slice
+        return text[pos + 1 : close], close + 1
     out = bytearray()
     pos += 1
     while pos < end:
@@ -133,6 +138,9 @@ def _read_quoted(text: bytes, pos: int, end: int) -> tuple[bytes, int]:
 
 def _read_atom(text: bytes, pos: int, end: int) -> tuple[str, int]:
     start = pos
+    plain = _ATOM_PLAIN.match(text, pos, end)
+    assert plain is not None  # the pattern matches the empty string
+    pos = plain.end()
     depth = 0  # brackets may hold spaces and parentheses: BODY[HEADER.FIELDS (SUBJECT)]
     while pos < end:
         ch = text[pos]

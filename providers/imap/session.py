@@ -8,7 +8,6 @@ False): the pool then discards it instead of guessing what the server did.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -19,6 +18,7 @@ from aioimaplib import aioimaplib as _aio
 from providers.imap import codec, responses
 from providers.imap.codec import Arg
 from providers.imap.responses import ImapResponse, SelectResult, StatusResult
+from providers.imap.wire import WireProtocol
 from schemas.errors import (
     InvalidArguments,
     OutcomeUnknown,
@@ -26,11 +26,6 @@ from schemas.errors import (
     ServiceUnavailable,
 )
 from schemas.secret import Secret
-
-log = logging.getLogger(__name__)
-
-READ_BUDGET = 12 * 1024 * 1024  # bytes read from the wire per lease (tools.md §15)
-_LINES_PER_FEED = 128  # keeps aioimaplib's one-frame-per-line recursion far from the limit
 
 # Commands that change the mailbox: a lost reply means the outcome is unknown, not "failed".
 _MUTATING = frozenset(
@@ -70,82 +65,6 @@ _REFUSED = frozenset(
         "EXAMINE",
     }
 )
-
-
-class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
-    """aioimaplib's protocol with a read budget, bounded recursion and exact untagged lines."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, read_budget: int = READ_BUDGET) -> None:
-        super().__init__(loop, self._on_connection_lost)
-        self.read_budget = read_budget
-        self.lease_bytes = 0
-        self.total_bytes = 0
-        self.over_budget = False
-        self.greeting: asyncio.Future[bytes] = loop.create_future()
-        self.closed: asyncio.Future[None] = loop.create_future()
-
-    def data_received(self, data: bytes) -> None:
-        """Count bytes against the budget, then feed aioimaplib a bounded number of lines."""
-        self.lease_bytes += len(data)
-        self.total_bytes += len(data)
-        if self.lease_bytes > self.read_budget:
-            self.over_budget = True
-            if self.transport is not None:
-                self.transport.abort()
-            return
-        # aioimaplib recurses once per response line and dies past ~990 lines in one read
-        # (notes/stack.md §3.2); TCP may split anywhere, so feeding it in pieces is safe.
-        start = 0
-        pos = 0
-        count = 0
-        while True:
-            pos = data.find(b"\r\n", pos)
-            if pos < 0:
-                break
-            pos += 2
-            count += 1
-            if count == _LINES_PER_FEED:
-                super().data_received(data[start:pos])
-                start = pos
-                count = 0
-        if start < len(data):
-            super().data_received(data[start:])
-
-    def _on_connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
-        if not self.greeting.done():
-            self.greeting.set_exception(ConnectionError("closed before the greeting"))
-            self.greeting.exception()  # mark retrieved: the session reports it as its own error
-
-    def welcome(self, command: bytes) -> asyncio.Future[None]:
-        """Record the greeting synchronously, so the next line is not taken as a greeting too."""
-        # aioimaplib's own welcome() is a coroutine that also sends CAPABILITY (one round trip
-        # we avoid by reading the greeting's [CAPABILITY] code).
-        self.state = _aio.NONAUTH
-        if not self.greeting.done():
-            self.greeting.set_result(bytes(command))
-        done: asyncio.Future[None] = self.loop.create_future()
-        done.set_result(None)
-        return done
-
-    def _untagged_response(self, line: bytes) -> Any:
-        # aioimaplib strips every b"* " in the line, corrupting names and subjects that hold
-        # "* "; strip only the prefix, and keep the whole line for sync and async commands.
-        line = line[2:] if line.startswith(b"* ") else line[1:]
-        if self.pending_sync_command is not None:
-            self.pending_sync_command.append_to_resp(line)
-            return self.pending_sync_command
-        match = _aio.message_data_re.match(line)
-        name = match.group(1) if match else line.partition(b" ")[0]
-        command = self.pending_async_commands.get(name.decode("ascii", "replace").upper())
-        if command is None:
-            command = self.pending_async_commands.get("NOOP")
-        if command is not None:
-            command.append_to_resp(line)
-        else:
-            log.debug("ignored an untagged %r response", name[:24])
-        return command
 
 
 class ImapSession:

@@ -15,6 +15,7 @@ from providers.imap.fetch import (
     number,
     parse_fetch,
 )
+from providers.imap.responses import ImapResponse
 from providers.imap.session import ImapSession
 from providers.mime.headers import (
     HEADER_BLOCK_LIMIT,
@@ -23,6 +24,7 @@ from providers.mime.headers import (
     parse_date,
     parse_fields,
 )
+from providers.off_loop import off_loop
 from schemas.errors import ServiceUnavailable
 from schemas.mailbox import Reference
 from schemas.search import MessageSummary, Order, SummaryPage
@@ -51,6 +53,14 @@ async def fetch_summaries(
     if not uids:
         return []
     response = await session.uid_fetch(uids, codec.raw(fetch_items(session)))
+    # A page is up to 100 header sections of 64 KiB: parse it off the event loop.
+    return await off_loop(summaries_from, response, folder, uid_validity, uids)
+
+
+def summaries_from(
+    response: ImapResponse, folder: str, uid_validity: int, uids: list[int]
+) -> list[MessageSummary]:
+    """Summarize the FETCH responses for `uids`, in that order (expunged ones are left out)."""
     merged: dict[int, FetchAttrs] = {}
     for attrs in parse_fetch(response):
         token = attrs.get("UID")

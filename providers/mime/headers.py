@@ -32,6 +32,9 @@ _ADDRESS_SPECIAL = re.compile(r'["(<:,;]')
 _WHITESPACE = re.compile(r"\s+")
 _MESSAGE_ID = re.compile(r"<([^<>\s\x00-\x1f\x7f]*)>")
 _FIELD_NAME = re.compile(rb"[\x21-\x39\x3b-\x7e]+")
+# A line break not followed by a continuation: the end of a field's value.
+_NEXT_FIELD = re.compile(rb"\n(?![ \t])")
+_LINE_BREAKS = re.compile(rb"\r?\n|\r\Z")
 # Field lines and their continuations; the first char tells the kinds apart, so no backtracking.
 _HEADER_LINES = re.compile(
     rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*"
@@ -135,6 +138,36 @@ def parse_fields(block: bytes) -> HeaderFields:
         fields.append((raw_name.decode("ascii"), [value]))
     unfolded = tuple((name, b"".join(parts).strip(b" \t")) for name, parts in fields)
     return HeaderFields(unfolded, malformed)
+
+
+class FieldFinder:
+    """Finds the first field of each of a few names in a delimited header block.
+
+    Each name costs one literal search of the block however many fields it holds, so a part
+    header of 8,000 one-letter fields is not split into 8,000 Python tuples to read three.
+    The value is unfolded exactly as parse_fields unfolds it.
+    """
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        # Searched in "\n" + the lower-cased block: a field starts the block or follows a LF.
+        self.patterns = [
+            (name, re.compile(b"\n" + re.escape(name.lower().encode("ascii")) + rb"[ \t]*:"))
+            for name in names
+        ]
+
+    def first_fields(self, block: bytes) -> HeaderFields:
+        """Return the first field of each name present (never raises)."""
+        lowered = b"\n" + block.lower()
+        found: list[tuple[str, bytes]] = []
+        for name, pattern in self.patterns:
+            match = pattern.search(lowered)
+            if match is None:
+                continue
+            start = match.end() - 1  # offsets in `lowered` are one past those in `block`
+            end = _NEXT_FIELD.search(block, start)
+            value = block[start : len(block) if end is None else end.start() + 1]
+            found.append((name, _LINE_BREAKS.sub(b"", value).strip(b" \t")))
+        return HeaderFields(tuple(found))
 
 
 def parse_header_block(raw: bytes, limit: int = HEADER_BLOCK_LIMIT) -> HeaderFields:

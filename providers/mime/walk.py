@@ -19,7 +19,13 @@ from msgspec import Struct, field
 
 from providers.mime.charsets import loose_text
 from providers.mime.cleaning import clean_line
-from providers.mime.headers import HeaderFields, decode_words, header_bounds, parse_fields
+from providers.mime.headers import (
+    FieldFinder,
+    HeaderFields,
+    decode_words,
+    header_bounds,
+    parse_fields,
+)
 from providers.mime.transfer import IDENTITY_ENCODINGS, normalize_encoding
 from schemas.errors import SafetyLimit
 
@@ -36,6 +42,8 @@ _MAX_BOUNDARY_BYTES = 200
 _MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _PADDING = re.compile(rb"[ \t]*\r?(?:\n|\Z)")
+# A part needs only these; the root's fields are all parsed (they are displayed).
+_PART_FIELDS = FieldFinder(("Content-Type", "Content-Disposition", "Content-Transfer-Encoding"))
 
 
 class Problem(StrEnum):
@@ -135,7 +143,8 @@ def walk(raw: bytes, *, stop_after_attachments: int | None = None) -> Walk:
             if depth == 0:
                 break
             continue
-        fields = parse_fields(raw[bounds.header_start : bounds.header_end])
+        block = raw[bounds.header_start : bounds.header_end]
+        fields = parse_fields(block) if depth == 0 else _PART_FIELDS.first_fields(block)
         if bounds.separator_missing or fields.malformed:
             result.note(Problem.MALFORMED_HEADER)
         if depth == 0:

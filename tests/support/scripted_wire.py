@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from providers.imap.session import WireProtocol
+from providers.imap.wire import WireProtocol
 
 
 class ScriptedTransport(asyncio.Transport):

@@ -80,3 +80,19 @@ class TestFailures:
             created_at=datetime(2026, 1, 1, tzinfo=UTC),
         )
         assert "mine" == composed.text
+
+
+class TestBounds:
+    def test_markup_cut_off_by_the_end_of_the_input_is_dropped(self) -> None:
+        assert "a" == derive_plain_text("<p>a</p><a hr")
+
+    def test_a_numeric_reference_beyond_unicode_becomes_a_replacement_character(self) -> None:
+        assert "a\ufffdb" == derive_plain_text("a&#" + "9" * 5000 + ";b")
+
+    def test_a_control_reference_behind_thousands_of_zeros_still_fails(self) -> None:
+        with pytest.raises(InvalidArguments, match=r"message\.text"):
+            derive_plain_text("a&#" + "0" * 5000 + "1;b")
+
+    def test_a_megabyte_of_unclosed_tags_derives_every_line(self) -> None:
+        html = "<li>x" * (1024 * 1024 // 5)
+        assert ["x"] * (1024 * 1024 // 5) == derive_plain_text(html).split("\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import binascii
 import re
 from datetime import UTC, datetime
 from email import message_from_bytes, policy
@@ -11,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from providers.mime.compose import compose_new
-from providers.mime.compose.addresses import Mailbox, header_form, parse_entry
+from providers.mime.compose.addresses import Mailbox, header_form, parse_entry, simple_entry
+from providers.mime.compose.encoding import quoted_printable
 from schemas.args.common import Message
 from schemas.compose import ComposedMessage, Identity
 
@@ -134,3 +136,40 @@ def test_valid_compositions_round_trip_through_the_stdlib_parser(
         html_part = parsed.get_body(("html",))
         assert html_part is not None
         assert composed.html == str(html_part.get_content()).replace("\r\n", "\n")
+
+
+qp_text = st.lists(
+    st.sampled_from(["a", " ", "\t", "=", ".", "\n", "é", "€", "\U0001f600", "x" * 80, " \n"]),
+    max_size=120,
+).map("".join)
+
+
+@settings(max_examples=300)
+@given(qp_text)
+def test_quoted_printable_round_trips_in_lines_of_at_most_76_without_trailing_space(
+    text: str,
+) -> None:
+    encoded = quoted_printable(text)
+    lines = encoded.split(b"\r\n")
+    assert all(len(line) <= 76 and not line.endswith((b" ", b"\t")) for line in lines)
+    assert re.search(rb"(?<!\r)\n|\r(?!\n)", encoded) is None
+    assert text.encode("utf-8") == binascii.a2b_qp(encoded.replace(b"\r\n", b"\n"))
+
+
+ENTRY_PIECES = ["a", "b.c", "@", "<", ">", " ", "\t", '"', "John", "x-y", "o'n", "=?", "."]
+entry_parts = st.lists(
+    st.sampled_from([*ENTRY_PIECES, "é", "\\", "(", ")", "(x y)", "(é)"]), max_size=12
+).map("".join)
+
+
+@settings(max_examples=500)
+@given(entry_parts)
+def test_an_entry_read_without_the_stdlib_parser_reads_as_the_stdlib_reads_it(
+    entry: str,
+) -> None:
+    simple = simple_entry(entry)
+    if simple is not None:
+        header = policy.default.header_factory("To", entry)
+        (address,) = header.addresses
+        assert () == tuple(header.defects)
+        assert (address.display_name, address.username, address.domain) == simple

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from providers.mime.compose import compose_new
+from providers.mime.compose.addresses import parse_source_list, split_list
 from schemas.args.common import Message
 from schemas.compose import ComposedMessage, Identity
 from schemas.errors import InvalidArguments
@@ -305,3 +306,24 @@ class TestMessageIds:
         assert "references[1]" in refused(
             to=["b@example.test"], references=["<a@example.test>", "garbage"]
         )
+
+
+class TestAddressListSplitting:
+    def test_commas_inside_quotes_comments_angles_and_groups_do_not_split(self) -> None:
+        value = '"Last, First" <a@b.c> (x, y), <@r,@s:d@e.f>, team: g@h.i, j@k.l;, m@n.o'
+        expected = ['"Last, First" <a@b.c> (x, y)', " <@r,@s:d@e.f>", " team: g@h.i, j@k.l;"]
+        assert [*expected, " m@n.o"] == split_list(value)
+
+    @pytest.mark.parametrize("value", ['"open <a@b.c>', "a@b.c (open", "Name <a@b.c"])
+    def test_an_open_quote_comment_or_angle_address_is_unusable(self, value: str) -> None:
+        assert None is split_list(value)
+
+    def test_an_entry_over_2_kib_makes_a_source_list_unusable(self) -> None:
+        assert None is parse_source_list("a@b.c, (" + "x" * 2048 + ") d@e.f")
+        assert ["a@b.c", "d@e.f"] == [
+            m.address for m in parse_source_list("a@b.c, (" + "x" * 2000 + ") d@e.f") or []
+        ]
+
+    def test_a_recipient_holding_several_entries_is_refused_before_parsing(self) -> None:
+        with pytest.raises(InvalidArguments, match="exactly one mailbox"):
+            new(to=["a," * 1023], text="x")

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from providers.imap.drafts import append_draft, append_limit
-from providers.imap.session import ImapSession, WireProtocol
+from providers.imap.session import ImapSession
+from providers.imap.wire import WireProtocol
 from providers.mailbox import Appended
 from schemas.errors import (
     InvalidArguments,

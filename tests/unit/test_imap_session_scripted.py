@@ -11,7 +11,8 @@ import pytest
 from providers.imap import codec
 from providers.imap.discovery import list_folders
 from providers.imap.pool import ImapPool
-from providers.imap.session import ImapSession, WireProtocol
+from providers.imap.session import ImapSession
+from providers.imap.wire import WireProtocol
 from schemas.errors import OutcomeUnknown, SafetyLimit, ServiceUnavailable
 from schemas.secret import Secret
 from support.scripted_wire import ScriptedTransport

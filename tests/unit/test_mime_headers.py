@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from providers.mime.headers import (
     HEADER_BLOCK_LIMIT,
+    FieldFinder,
     HeaderFields,
     clean,
     decode_words,
@@ -21,6 +22,7 @@ from providers.mime.headers import (
     message_ids,
     parse_addresses,
     parse_date,
+    parse_fields,
     parse_header_block,
 )
 from schemas.errors import SafetyLimit
@@ -278,3 +280,36 @@ class TestMessageIds:
         except SafetyLimit:
             return
         assert all(i.startswith("<") and i.endswith(">") for i in ids)
+
+
+FINDER = FieldFinder(("Content-Type", "Content-Disposition", "Content-Transfer-Encoding"))
+header_lines = st.lists(
+    st.one_of(
+        st.sampled_from(["Content-Type", "content-TYPE ", "Content-Disposition", "X-A"]).map(
+            lambda name: name + ":"
+        ),
+        st.sampled_from([" ", "\t", "Content-Typex:", "Content-Transfer-Encoding\t:"]),
+        st.from_regex(r"[ -~\t\r]{0,20}", fullmatch=True),
+    ).flatmap(
+        lambda head: (
+            st.just(head)
+            | st.from_regex(r"[ -~\t\r]{0,12}", fullmatch=True).map(lambda tail: head + tail)
+        )
+    ),
+    max_size=12,
+)
+
+
+class TestFieldFinder:
+    @given(header_lines, st.sampled_from(["\r\n", "\n"]))
+    def test_it_finds_what_parse_fields_finds_first(self, lines: list[str], newline: str) -> None:
+        raw = (newline.join(lines) + newline + newline + "body").encode("ascii")
+        bounds = header_bounds(raw)
+        block = raw[bounds.header_start : bounds.header_end]
+        parsed, found = parse_fields(block), FINDER.first_fields(block)
+        for name in ("Content-Type", "Content-Disposition", "Content-Transfer-Encoding"):
+            assert parsed.get(name) == found.get(name)
+
+    def test_a_folded_value_is_unfolded_and_a_later_duplicate_ignored(self) -> None:
+        block = b"X: 1\r\ncontent-type :\ttext/plain;\r\n\tcharset=utf-8\r\nContent-Type: b\r\n"
+        assert b"text/plain;\tcharset=utf-8" == FINDER.first_fields(block).get("Content-Type")

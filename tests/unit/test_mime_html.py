@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -12,6 +13,7 @@ from providers.mime.html_text import (
     MAX_INPUT_BYTES,
     MAX_STACK,
     MAX_TOKENS,
+    decode_references,
     html_to_text,
     link_target,
 )
@@ -196,3 +198,18 @@ class TestNeverRaises:
         result = html_to_text("".join(pieces))
         result.text.encode("utf-8")
         assert FORBIDDEN.search(result.text) is None
+
+
+class TestReferences:
+    def test_a_numeric_reference_of_thousands_of_digits_becomes_a_replacement_character(
+        self,
+    ) -> None:
+        # html.unescape raises ValueError past 4,300 digits (the int conversion limit).
+        assert "a\ufffdb" == text_of("a&#" + "9" * 5000 + ";b")
+
+    def test_leading_zeros_do_not_count_as_digits(self) -> None:
+        assert "AB" == text_of("&#" + "0" * 5000 + "65;&#x" + "0" * 5000 + "42;")
+
+    def test_references_decode_exactly_like_the_standard_library(self) -> None:
+        source = "&amp &ampx &copy2 &notin; &noti; &#128; &#x0; &#xD800; &#1114112; &bogus;"
+        assert html.unescape(source) == decode_references(source)

@@ -440,3 +440,8 @@ class TestNeverRaises:
     @given(damaged(), st.one_of(st.none(), st.integers(0, 10_000)))
     def test_damaged_mime_trees_parse_to_clean_output(self, raw: bytes, size: int | None) -> None:
         assert_clean(parse_message(raw, rfc822_size=size))
+
+
+def test_an_html_reference_of_thousands_of_digits_reads_as_a_replacement_character() -> None:
+    raw = b"Content-Type: text/html\r\n\r\n<p>&#" + b"9" * 5000 + b";</p>\r\n"
+    assert "\ufffd" == parse_message(raw).text

@@ -12,7 +12,7 @@ from msgspec import Struct
 
 from providers.mime.compose import limits
 from providers.mime.compose.media_types import parse_media_type
-from providers.mime.compose.text_rules import has_control, utf8_length
+from providers.mime.compose.text_rules import has_control, longest_line, utf8_length
 from schemas.args.common import AttachmentIn
 from schemas.compose import FetchedAttachment
 from schemas.errors import InvalidArguments, OperationFailed
@@ -20,9 +20,7 @@ from schemas.messages import AttachmentMeta
 
 EML_FILENAME = "forwarded-message.eml"
 OCTET_STREAM = "application/octet-stream"
-_NOT_7BIT_TEXT = re.compile(rb"[^\t\n\r\x20-\x7e]")
-_LONE_CR = re.compile(rb"\r(?!\n)")
-_LONE_LF = re.compile(rb"(?<!\r)\n")
+_SEVEN_BIT_TEXT = bytes([0x09, 0x0A, 0x0D, *range(0x20, 0x7F)])
 _FIELD_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
 _PATH_PUNCTUATION = str.maketrans({ch: "_" for ch in '/\\:*?"<>|'})
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -45,9 +43,13 @@ def is_canonical_message(data: bytes) -> bool:
     """Tell whether bytes are canonical 7-bit CRLF mail that message/rfc822 may carry raw."""
     if not data.endswith(b"\r\n") or b"\r\n\r\n" not in data:
         return False
-    if _NOT_7BIT_TEXT.search(data) or _LONE_CR.search(data) or _LONE_LF.search(data):
-        return False
-    if max(len(line) for line in data.split(b"\r\n")) > limits.MAX_LINE_BYTES:
+    # One C pass each over up to 5 MiB (regex scans took 276 ms, holding the GIL throughout).
+    if data.translate(None, _SEVEN_BIT_TEXT):
+        return False  # a byte that is not 7-bit text
+    line_ends = data.count(b"\r\n")
+    if data.count(b"\r") != line_ends or data.count(b"\n") != line_ends:
+        return False  # a lone CR or LF
+    if longest_line(data) > limits.MAX_LINE_BYTES:
         return False
     return _FIELD_LINE.match(data) is not None
 

@@ -13,12 +13,16 @@ from providers.mime.compose.addresses import Mailbox, header_form, mailbox_probl
 from providers.mime.compose.attachments import Outgoing
 from providers.mime.compose.dates import rfc1123z
 from providers.mime.compose.encoding import subject_field
-from providers.mime.compose.text_rules import check_body, check_subject, normalize_message_id
+from providers.mime.compose.text_rules import (
+    check_body,
+    check_subject,
+    longest_line,
+    normalize_message_id,
+)
 from providers.mime.compose.thread_ids import references_fit
 from providers.mime.compose.wire import (
     attachment_part,
     body_part,
-    longest_line,
     multipart,
     render_message,
 )

@@ -6,6 +6,8 @@ Everything returns ASCII text or bytes with CRLF line ends; nothing here validat
 from __future__ import annotations
 
 import base64
+import binascii
+import re
 
 _WORD_PAYLOAD_CHARS = 63  # 75-character encoded words minus "=?utf-8?q?" and "?="
 _B_WORD_BYTES = 45  # 60 base64 characters
@@ -13,13 +15,12 @@ _PHRASE_LITERALS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX
 _TEXT_LITERALS = frozenset(chr(c) for c in range(0x21, 0x7F)) - frozenset("=?_")
 _FOLD_COLUMNS = 78
 _QP_LINE_CHARS = 76
-# Each byte's quoted-printable form: TAB, SPACE and printable ASCII but "=" stay literal.
-_QP_BYTES = [
-    bytes((byte,))
-    if byte in (0x09, 0x20) or (0x21 <= byte <= 0x7E and byte != 0x3D)
-    else b"=%02X" % byte
-    for byte in range(256)
-]
+# Bytes quoted-printable must escape: all but TAB, SPACE and printable ASCII other than "=";
+# the line feed separates lines and stays.
+_QP_ESCAPED = re.compile(rb"[^\t\n\x20-\x3c\x3e-\x7e]+")
+_QP_TRAILING_SPACE = re.compile(rb" (?=\n|\Z)")
+_QP_TRAILING_TAB = re.compile(rb"\t(?=\n|\Z)")
+_QP_LONG_LINE = re.compile(rb"[^\n]{%d,}" % (_QP_LINE_CHARS + 1))
 _BASE64_LINE_CHARS = 76
 
 
@@ -97,24 +98,38 @@ def fold_header(name: str, value: str) -> bytes:
 
 
 def quoted_printable(text: str) -> bytes:
-    """Encode LF-separated text as UTF-8 quoted-printable with CRLF lines of at most 76 chars."""
-    lines: list[bytes] = []
-    for line in text.split("\n"):
-        encoded = b"".join(map(_QP_BYTES.__getitem__, line.encode("utf-8")))
-        if encoded[-1:] in (b" ", b"\t"):
-            encoded = encoded[:-1] + b"=%02X" % encoded[-1]
-        start = 0
-        while len(encoded) - start > _QP_LINE_CHARS:
-            cut = start + _QP_LINE_CHARS - 1
-            # Never split an =XX escape; a literal "=" cannot occur, so any "=" starts one.
-            if encoded[cut - 1] == 0x3D:
-                cut -= 1
-            elif encoded[cut - 2] == 0x3D:
-                cut -= 2
-            lines.append(encoded[start:cut] + b"=")
-            start = cut
-        lines.append(encoded[start:])
-    return b"\r\n".join(lines)
+    """Encode LF-separated text as UTF-8 quoted-printable with CRLF lines of at most 76 chars.
+
+    The whole text is transformed at once by regular expressions (escapes, a line's final
+    space or tab, soft breaks in long lines), so a megabyte of short lines costs no Python
+    loop per line.
+    """
+    encoded = _QP_ESCAPED.sub(_escaped_run, text.encode("utf-8"))
+    encoded = _QP_TRAILING_TAB.sub(b"=09", _QP_TRAILING_SPACE.sub(b"=20", encoded))
+    encoded = _QP_LONG_LINE.sub(_soft_breaks, encoded)
+    return encoded.replace(b"\n", b"\r\n")
+
+
+def _escaped_run(match: re.Match[bytes]) -> bytes:
+    return b"=" + binascii.hexlify(match.group(0), b"=").upper()
+
+
+def _soft_breaks(match: re.Match[bytes]) -> bytes:
+    """Cut one encoded line longer than 76 characters into soft-broken pieces."""
+    encoded = match.group(0)
+    pieces: list[bytes] = []
+    start = 0
+    while len(encoded) - start > _QP_LINE_CHARS:
+        cut = start + _QP_LINE_CHARS - 1
+        # Never split an =XX escape; a literal "=" cannot occur, so any "=" starts one.
+        if encoded[cut - 1] == 0x3D:
+            cut -= 1
+        elif encoded[cut - 2] == 0x3D:
+            cut -= 2
+        pieces.append(encoded[start:cut])
+        start = cut
+    pieces.append(encoded[start:])
+    return b"=\n".join(pieces)
 
 
 def base64_lines(data: bytes) -> bytes:

@@ -12,7 +12,7 @@ from providers.mime.compose.addresses import Mailbox, mailbox_problem
 from providers.mime.compose.authored import Authored, read_message
 from providers.mime.compose.build import Plan, build
 from providers.mime.compose.encoding import fold_header
-from providers.mime.compose.wire import longest_line
+from providers.mime.compose.text_rules import longest_line
 from schemas.args.common import Message
 from schemas.compose import ComposedMessage, Identity
 from schemas.digest import GRAPH_TRANSPORT, approval_digest

@@ -52,6 +52,11 @@ def check_body(value: str, field: str) -> None:
         )
 
 
+def longest_line(raw: bytes) -> int:
+    """Return the length of the longest CRLF-delimited line."""
+    return max(map(len, raw.split(b"\r\n")))
+
+
 def normalize_newlines(value: str) -> str:
     """Turn CRLF and then every lone CR into LF."""
     return value.replace("\r\n", "\n").replace("\r", "\n")

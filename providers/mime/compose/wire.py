@@ -81,8 +81,3 @@ def render_message(headers: Sequence[tuple[str, str]], part: Part) -> bytes:
     """The complete message, always ending with CRLF."""
     raw = render_entity(part, headers)
     return raw if raw.endswith(CRLF) else raw + CRLF
-
-
-def longest_line(raw: bytes) -> int:
-    """Return the length of the longest CRLF-delimited line."""
-    return max(len(line) for line in raw.split(CRLF))
