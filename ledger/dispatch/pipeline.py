@@ -14,14 +14,14 @@ import hashlib
 import os
 import signal
 import time
-from typing import Literal, Protocol
+from typing import Literal
 
 import structlog
 from msgspec import UNSET
 
 from ledger.chain import verified_events
 from ledger.dispatch.outcomes import OutcomeStatus, finish, rejected, stage_of, status_of
-from ledger.dispatch.submitter import Slot, Submission, Submitter
+from ledger.dispatch.submitter import SentFiler, Slot, Submission, Submitter, Validator
 from ledger.dispatch.writes import Closed, DispatchSettings, Run, RunWriter
 from ledger.ids import new_id
 from ledger.lifecycle import TERMINAL_STATES, Lifecycle, fold
@@ -40,7 +40,6 @@ from schemas.ledger_events import (
     DuplicateConfirm,
     SentFilingFailed,
     SentFilingStarted,
-    SentFilingSucceeded,
     SmtpAttemptStarted,
     SmtpCommitPoint,
     SmtpRejected,
@@ -66,22 +65,6 @@ IntegrityProblem = Literal[
     "digest_mismatch", "id_mismatch", "payload_hash_mismatch", "transport_mismatch",
     "expired_at_dispatch",
 ]  # fmt: skip
-
-
-class SentFiler(Protocol):
-    """Files the Sent copy after acceptance (an IMAP APPEND); answers, never raises."""
-
-    async def file_sent(self, raw: bytes) -> SentFilingSucceeded | SentFilingFailed:
-        """APPEND raw to the unique Sent folder with \\Seen and report what happened."""
-        ...
-
-
-class Validator(Protocol):
-    """Checks a submission locally before any connection (sending.md §3.5.1 validation)."""
-
-    def __call__(self, envelope: Envelope, raw: bytes) -> None:
-        """Raise NotSent(stage "validation") when the message must not be submitted."""
-        ...
 
 
 class Dispatcher:

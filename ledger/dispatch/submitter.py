@@ -1,4 +1,5 @@
-"""What the dispatcher needs from a transport: a submission that stops before the final dot.
+"""What the dispatcher needs from the mailbox side: a local validator, a submission that stops
+before the final dot, and a filer of the Sent copy.
 
 The dispatcher is written against these protocols, never against aiosmtplib; the service hands
 it a Submitter built by providers.smtp. The split between `begin` and `commit` is the commit
@@ -11,6 +12,7 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
+from schemas.ledger_events import SentFilingFailed, SentFilingSucceeded
 from schemas.submission import Envelope, FinalReply, SmtpEndpoint
 
 
@@ -75,4 +77,20 @@ class Submitter(Protocol):
 
     async def aclose(self) -> None:
         """Close the connections kept for later messages (shutdown)."""
+        ...
+
+
+class SentFiler(Protocol):
+    """Files the Sent copy after acceptance (an IMAP APPEND); answers, never raises."""
+
+    async def file_sent(self, raw: bytes) -> SentFilingSucceeded | SentFilingFailed:
+        """APPEND raw to the unique Sent folder with \\Seen and report what happened."""
+        ...
+
+
+class Validator(Protocol):
+    """Checks a submission locally before any connection ."""
+
+    def __call__(self, envelope: Envelope, raw: bytes) -> None:
+        """Raise NotSent(stage "validation") when the message must not be submitted."""
         ...

@@ -11,29 +11,19 @@ import uuid
 
 import pytest
 
-from providers.smtp import SmtpPool, SmtpSettings
-from schemas.secret import Secret
+from providers.smtp import SmtpPool
 from schemas.submission import Envelope, FinalReply, MaybeSent, NotSent
 from support.services import Services
-from support.smtp_servers import SENDER, ScriptedServer, client_settings, server_tls
+from support.smtp_servers import (
+    SENDER,
+    ScriptedServer,
+    client_settings,
+    server_tls,
+    sink_settings,
+)
 from support.smtp_sink import Transaction, wait_for_transactions
 
 pytestmark = pytest.mark.services
-
-
-def sink_settings(services: Services, **changes: object) -> SmtpSettings:
-    base: dict[str, object] = {
-        "host": services.smtp_host,
-        "port": services.smtp_port,
-        "tls_mode": services.smtp_tls_mode,
-        "username": services.username,
-        "password": Secret(services.password),
-        "ca_file": str(services.ca_file),
-        "allow_private_hosts": True,
-        "timeout_s": 10.0,
-    }
-    base.update(changes)
-    return SmtpSettings(**base)  # type: ignore[arg-type]
 
 
 def raw_message(rcpt: str) -> bytes:

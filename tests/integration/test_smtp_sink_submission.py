@@ -10,29 +10,15 @@ import uuid
 
 import pytest
 
-from providers.smtp import SmtpSettings, SmtpSubmission, SmtpSubmitter
+from providers.smtp import SmtpSubmission, SmtpSubmitter
 from schemas.secret import Secret
 from schemas.submission import Envelope, FinalReply, MaybeSent, NotSent
 from support.counting_proxy import CountingProxy
 from support.services import Services
+from support.smtp_servers import sink_settings
 from support.smtp_sink import Transaction, transactions, wait_for_transactions
 
 pytestmark = pytest.mark.services
-
-
-def settings(services: Services, **changes: object) -> SmtpSettings:
-    base: dict[str, object] = {
-        "host": services.smtp_host,
-        "port": services.smtp_port,
-        "tls_mode": services.smtp_tls_mode,
-        "username": services.username,
-        "password": Secret(services.password),
-        "ca_file": str(services.ca_file),
-        "allow_private_hosts": True,
-        "timeout_s": 10.0,
-    }
-    base.update(changes)
-    return SmtpSettings(**base)  # type: ignore[arg-type]
 
 
 def domain() -> str:
@@ -60,7 +46,7 @@ async def begin(
     dom = domain()
     rcpt = f"{local}@{dom}"
     raw = raw_message(services.mail_from, rcpt, *(() if body is None else (body,)))
-    submitter = SmtpSubmitter(settings(services, **changes))
+    submitter = SmtpSubmitter(sink_settings(services, **changes))
     submission = await submitter.begin(Envelope(services.mail_from, (rcpt,)), raw)
     return submission, dom, raw
 
@@ -91,7 +77,7 @@ class TestAcceptedPath:
         dom = domain()
         rcpts = tuple(f"r{i}@{dom}" for i in range(3))
         raw = raw_message(services.mail_from, rcpts[0])
-        submitter = SmtpSubmitter(settings(services))
+        submitter = SmtpSubmitter(sink_settings(services))
         submission = await submitter.begin(Envelope(services.mail_from, rcpts), raw)
         await submission.commit()
         [line] = await wait_for_transactions(lambda t: set(t.rcpt_tos) == set(rcpts))
@@ -146,7 +132,7 @@ class TestRefusals:
     ) -> None:
         dom = domain()
         rcpts = (f"ok@{dom}", f"rcpt-{code}@{dom}")
-        submitter = SmtpSubmitter(settings(services))
+        submitter = SmtpSubmitter(sink_settings(services))
         with pytest.raises(NotSent) as caught:
             await submitter.begin(
                 Envelope(services.mail_from, rcpts), raw_message(services.mail_from, rcpts[0])
@@ -181,7 +167,7 @@ class TestRefusals:
         self, services: Services
     ) -> None:
         password = "wrong-" + uuid.uuid4().hex
-        submitter = SmtpSubmitter(settings(services, password=Secret(password)))
+        submitter = SmtpSubmitter(sink_settings(services, password=Secret(password)))
         dom = domain()
         with pytest.raises(NotSent) as caught:
             await submitter.begin(
@@ -238,7 +224,7 @@ class TestUnknownOutcomes:
 
 class TestConnection:
     async def test_without_the_test_ca_the_tls_handshake_fails(self, services: Services) -> None:
-        submitter = SmtpSubmitter(settings(services, ca_file=None))
+        submitter = SmtpSubmitter(sink_settings(services, ca_file=None))
         dom = domain()
         with pytest.raises(NotSent) as caught:
             await submitter.begin(
@@ -255,9 +241,10 @@ class TestConnection:
         self, services: Services
     ) -> None:
         with CountingProxy("127.0.0.1", services.smtp_port) as proxy:
-            submitter = SmtpSubmitter(
-                settings(services, host="localhost", port=proxy.port, allow_private_hosts=False)
+            settings = sink_settings(
+                services, host="localhost", port=proxy.port, allow_private_hosts=False
             )
+            submitter = SmtpSubmitter(settings)
             dom = domain()
             with pytest.raises(NotSent) as caught:
                 await submitter.begin(
@@ -284,7 +271,7 @@ class TestConnection:
         with socket.socket() as bound_not_listening:
             bound_not_listening.bind(("127.0.0.1", 0))
             port = bound_not_listening.getsockname()[1]
-            submitter = SmtpSubmitter(settings(services, host="127.0.0.1", port=port))
+            submitter = SmtpSubmitter(sink_settings(services, host="127.0.0.1", port=port))
             dom = domain()
             with pytest.raises(NotSent) as caught:
                 await submitter.begin(

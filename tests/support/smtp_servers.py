@@ -43,6 +43,22 @@ def client_settings(services: Services, port: int, **changes: Any) -> SmtpSettin
     return SmtpSettings(**base)
 
 
+def sink_settings(services: Services, **changes: Any) -> SmtpSettings:
+    """Submission settings for the run's SMTP sink, trusting the run's test CA."""
+    base: dict[str, Any] = {
+        "host": services.smtp_host,
+        "port": services.smtp_port,
+        "tls_mode": services.smtp_tls_mode,
+        "username": services.username,
+        "password": Secret(services.password),
+        "ca_file": str(services.ca_file),
+        "allow_private_hosts": True,
+        "timeout_s": 10.0,
+    }
+    base.update(changes)
+    return SmtpSettings(**base)
+
+
 class ScriptedServer:
     """A TLS listener answering each command verb from a table; None closes the connection."""
 
