@@ -82,7 +82,7 @@ class Server:
         """Return the MCP endpoint."""
         return f"{self.base}/mcp"
 
-    def wait_ready(self, within: float = 30) -> None:
+    def wait_ready(self, within: float = 120) -> None:
         """Block until /healthz answers (or raise with the server's log)."""
         deadline = time.monotonic() + within
         while True:
