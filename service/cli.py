@@ -87,11 +87,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve_stdio(config: Config) -> int:
-    """Serve one MCP client on stdin/stdout, refusing to start on bad configuration."""
+    """Serve one MCP client on stdin/stdout; on bad configuration, tell the client why."""
     problems = startup_problems(config)
     if problems or config.local is None:
-        for line in problems or ["ANGELOS_LOCAL_SCOPES/ANGELOS_LOCAL_OWNER are invalid"]:
-            print(f"angelos: {line}", file=sys.stderr)
+        from service.transports.stdio_refusal import refuse_stdio
+
+        line = cannot_start(problems or ["ANGELOS_LOCAL_SCOPES/ANGELOS_LOCAL_OWNER are invalid"])
+        log.error(line)
+        asyncio.run(refuse_stdio(line, tuple(problems)))
         return 2
     from service.transports.stdio import run_stdio
 

@@ -16,7 +16,7 @@ from typing import Final
 
 from service.config._model import EnvFileInfo
 from service.config._rules import has_control, value_of
-from service.config.variables import BY_NAME, SECRET_NAMES
+from service.config.variables import BY_NAME, VARIABLES
 
 ENV_FILE: Final = "ANGELOS_ENV_FILE"
 MAX_ENV_FILE_BYTES: Final = 64 * 1024
@@ -121,11 +121,11 @@ def read_env_file(path: str) -> tuple[dict[str, str], tuple[str, ...]]:
     values, problems = parse_env_text(text)
     if problems:
         return {}, problems
-    secrets = sorted(name for name in SECRET_NAMES.intersection(values) if values[name])
+    secrets = [v.name for v in VARIABLES if v.secret and values.get(v.name)]
     private = info.st_uid == os.geteuid() and info.st_mode & 0o077 == 0
     if secrets and not private:
         return {}, (
-            f"{ENV_FILE}: holds {secrets[0]}, so it must be yours and private"
+            f"{ENV_FILE}: holds {', '.join(secrets)}, so it must be yours and private"
             " (chmod 600 it; mode 0600 or 0400)",
         )
     return values, ()

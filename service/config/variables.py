@@ -418,4 +418,3 @@ VARIABLES: Final = (
 )
 
 BY_NAME: Final = {variable.name: variable for variable in VARIABLES}
-SECRET_NAMES: Final = frozenset(v.name for v in VARIABLES if v.secret)
