@@ -1,6 +1,7 @@
-"""Configuration: gates, mailbox rules (auth-config §4.2, §4.3) and the operator report.
+"""Configuration: gates, mailbox rules (docs/configuration.md) and the operator report.
 
-Acceptance checks of auth-config §9 covered here: 5, 46, 47, 48, 49, 50 and the config side of R1.
+Acceptance checks covered here (docs/acceptance/auth-config.md): 5, 46, 47, 48, 49, 50 and the
+config side of R1.
 """
 
 from __future__ import annotations
