@@ -35,7 +35,7 @@ def cannot_start(problems: Sequence[str]) -> str:
         )
     else:
         fix = (
-            'Set these variables in the "env" block of this server in your MCP client\'s'
+            'Set or correct these variables in the "env" block of this server in your MCP client\'s'
             " configuration, or in a private env file passed with --env-file"
             " (docs/deployment.md); `angelos check-config` shows every variable."
         )

@@ -229,7 +229,8 @@ class TestStdioStartup:
         assert -32603 == error.error.code
         assert {"problems": BAD_PROBLEMS} == error.error.data
         message = error.error.message
-        assert message.startswith("angelos cannot start: " + "; ".join(BAD_PROBLEMS) + ". Set")
+        expected = "angelos cannot start: " + "; ".join(BAD_PROBLEMS) + ". Set or correct these"
+        assert message.startswith(expected)
         assert "--env-file" in message and "pw-not-shown" not in message
 
     async def test_a_client_that_passes_no_environment_is_told_the_missing_variables(
