@@ -21,7 +21,6 @@ from service.config.variables import BY_NAME, VARIABLES
 ENV_FILE: Final = "ANGELOS_ENV_FILE"
 MAX_ENV_FILE_BYTES: Final = 64 * 1024
 _ASSIGNMENT = re.compile(r"([A-Z][A-Z0-9_]*)=(.*)", re.ASCII | re.DOTALL)
-_NAME_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}", re.ASCII)
 _BLANK = frozenset(" \t")
 
 
@@ -30,6 +29,9 @@ def parse_env_text(text: str) -> tuple[dict[str, str], tuple[str, ...]]:
     values: dict[str, str] = {}
     first_line: dict[str, int] = {}
     problems: list[str] = []
+    if "\r" in text:  # one problem, not one per line of a file saved with CRLF
+        first = text.count("\n", 0, text.index("\r")) + 1
+        return {}, (_problem(first, "holds a carriage return; save it with Unix line endings"),)
     for number, line in enumerate(text.split("\n"), start=1):
         if number == 1 and line.startswith("\ufeff"):
             problems.append(_problem(number, "starts with a byte-order mark; save as plain UTF-8"))
@@ -55,8 +57,6 @@ def _problem(number: int, reason: str) -> str:
 
 def _assignment(line: str) -> tuple[str, str] | str:
     """Split one line into (name, value), or explain why it is refused without quoting it."""
-    if "\r" in line:
-        return "holds a carriage return; save the file with Unix line endings"
     if line[0] in _BLANK:
         return "starts with whitespace; write NAME=value at the start of the line"
     match = _ASSIGNMENT.fullmatch(line)
@@ -70,7 +70,7 @@ def _assignment(line: str) -> tuple[str, str] | str:
     name, raw = match.group(1), match.group(2)
     variable = BY_NAME.get(name)
     if variable is None:
-        shown = name if _NAME_LIKE.fullmatch(name) else "the name"
+        shown = name if len(name) <= 64 else "the name"
         return f"{shown} is not a variable angelos reads"
     if not variable.in_env_file:
         return f"{name} cannot be set in an env file"

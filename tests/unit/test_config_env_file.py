@@ -96,6 +96,11 @@ class TestFormat:
             problem
         )
 
+    def test_windows_line_endings_are_one_problem_at_the_first_carriage_return(self) -> None:
+        _, problems = parse_env_text(f"# comment\nMAIL_PASSWORD={MARKER}\r\nMAIL_FROM=a@b.c\r\n")
+        reason = "holds a carriage return; save it with Unix line endings"
+        assert (f"ANGELOS_ENV_FILE: line 2: {reason}",) == problems
+
     def test_a_name_set_twice_names_both_lines(self) -> None:
         _, problems = parse_env_text("MAIL_FROM=a@example.com\n\nMAIL_FROM=b@example.com\n")
         assert ("ANGELOS_ENV_FILE: line 3: MAIL_FROM repeats line 1",) == problems

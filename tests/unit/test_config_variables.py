@@ -13,7 +13,7 @@ from pathlib import Path
 
 from service.config import check_config_lines, describe, load_config, with_env_file
 from service.config.reference import BEGIN, END, markdown_reference
-from service.config.variables import GROUPS, VARIABLES
+from service.config.variables import BY_NAME, GROUPS, VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "configuration.md"
@@ -115,3 +115,43 @@ def test_check_config_prints_each_variable_once_by_its_documented_name() -> None
         if " = " in line and not line.startswith(("  - ", "  # "))
     ]
     assert [v.name for v in VARIABLES] == shown
+
+
+VALID = {"MAIL_USERNAME": "owner@example.com", "MAIL_PASSWORD": "pw", "HOME": "/home/o"}
+WITH_MCP = {
+    **VALID,
+    "MCP_RESOURCE_URL": "https://mail.example.com/mcp",
+    "MCP_OAUTH_ISSUER": "https://login.example.com/",
+    "MCP_OAUTH_JWKS_URL": "https://login.example.com/jwks",
+    "MCP_ALLOWED_SUBJECTS": "owner-123",
+}
+LITERAL_DEFAULT = re.compile(r"`([^` ]+)`(?: \(.*\))?")
+
+
+def documented_default(default: str) -> set[str] | None:
+    """What check-config shows for a default written as one literal; None for prose."""
+    literal = LITERAL_DEFAULT.fullmatch(default)
+    if literal is not None and literal.group(1) not in BY_NAME:
+        return {literal.group(1)}
+    if default.startswith("unset") or default == "off":
+        return {"unset", "off"}
+    return {"none"} if default == "none" else None
+
+
+def shown_values(env: dict[str, str]) -> dict[str, str]:
+    lines = check_config_lines(load_config(env))
+    pairs = (line.strip().split(" = ", 1) for line in lines if " = " in line)
+    return {name: value.split(" (")[0] for name, value in pairs if name in BY_NAME}
+
+
+def test_literal_defaults_are_what_check_config_shows_when_unset() -> None:
+    shown = [(env, shown_values(env)) for env in (VALID, WITH_MCP)]
+    checked = []
+    for variable in VARIABLES:
+        expected = documented_default(variable.default)
+        if expected is None:
+            continue
+        seen = {values[variable.name] for env, values in shown if variable.name not in env}
+        assert seen & expected, (variable.name, seen)
+        checked.append(variable.name)
+    assert len(checked) >= 50
