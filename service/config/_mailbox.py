@@ -138,15 +138,14 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
         smtp_stores_sent=provider in ("gmail", "microsoft")
         or smtp_lower in ("smtp.gmail.com", "smtp.googlemail.com"),
     )
-    if problems or username is None:
-        return MailLoad(
-            mail=None,
-            problems=tuple(problems),
-            timeout_ms=timeout_ms,
-            provider=provider,
-            shown=mail,
-        )
-    return MailLoad(mail=mail, problems=(), timeout_ms=timeout_ms, provider=provider, shown=mail)
+    valid = not problems and username is not None
+    return MailLoad(
+        mail=mail if valid else None,
+        problems=tuple(problems),
+        timeout_ms=timeout_ms,
+        provider=provider,
+        shown=mail,
+    )
 
 
 def _auth_mode(env: Mapping[str, str], provider: str | None, problems: list[str]) -> str | None:
