@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import structlog
 
-from service.config import Config, check_config_lines, load_config
-from service.ledger_cli import add_ledger_commands, run_ledger
+from service.config import Config, check_config_lines, load_config, with_env_file
+from service.ledger_cli import ENV_FILE_HELP, add_ledger_commands, run_ledger
 from service.logging import configure_logging
 
 log = structlog.get_logger("angelos")
@@ -28,6 +28,23 @@ def startup_problems(config: Config) -> list[str]:
     return problems
 
 
+def cannot_start(problems: Sequence[str]) -> str:
+    """One line that says what is wrong and where to fix it, without any value."""
+    found = "; ".join(problems)
+    if any(problem.startswith("ANGELOS_ENV_FILE:") for problem in problems):
+        fix = (
+            "Fix the env file named by --env-file or ANGELOS_ENV_FILE"
+            " (format: docs/configuration.md), then restart the server."
+        )
+    else:
+        fix = (
+            'Set or correct these variables in the "env" block of this server in your MCP client\'s'
+            " configuration, or in a private env file passed with --env-file"
+            " (docs/deployment.md); `angelos check-config` shows every variable."
+        )
+    return f"angelos cannot start: {found}. {fix}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the chosen command; returns the exit status."""
     parser = argparse.ArgumentParser(prog="angelos", description="MCP server for one mailbox")
@@ -41,14 +58,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME",
         help="serve HTTP without authentication on loopback only, as owner NAME",
     )
-    sub.add_parser("check-config", help="print the effective configuration and any problems")
+    serve.add_argument("--env-file", metavar="PATH", help=ENV_FILE_HELP)
+    check = sub.add_parser("check-config", help="print every variable's effective value")
+    check.add_argument("--env-file", metavar="PATH", help=ENV_FILE_HELP)
     demo = sub.add_parser("demo", help="walk through the mailbox with a real MCP client")
     demo.add_argument("--json", action="store_true", help="the raw results, one per line")
     add_ledger_commands(
         sub.add_parser("ledger", help="audit, export, replay and recover the ledger")
     )
     args = parser.parse_args(argv)
-    config = load_config(os.environ)
+    env, env_file = with_env_file(os.environ, getattr(args, "env_file", None))
+    config = load_config(env, env_file)
     if args.command == "check-config":
         for line in check_config_lines(config):
             print(line)
@@ -61,18 +81,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from service.demo import run_demo
 
-        return asyncio.run(run_demo(as_json=args.json))
+        return asyncio.run(run_demo(as_json=args.json, sending=config.demo_send))
     if args.transport == "stdio":
         return serve_stdio(config)
+    if config.env_file is not None and config.env_file.problems:
+        log.error(cannot_start(config.env_file.problems))
+        return 2
     return serve_http(config, args.host, args.port or config.port, args.insecure_local_owner)
 
 
 def serve_stdio(config: Config) -> int:
-    """Serve one MCP client on stdin/stdout, refusing to start on bad configuration."""
+    """Serve one MCP client on stdin/stdout; on bad configuration, tell the client why."""
     problems = startup_problems(config)
     if problems or config.local is None:
-        for line in problems or ["ANGELOS_LOCAL_SCOPES/ANGELOS_LOCAL_OWNER are invalid"]:
-            print(f"angelos: {line}", file=sys.stderr)
+        from service.transports.stdio_refusal import refuse_stdio
+
+        line = cannot_start(problems or ["ANGELOS_LOCAL_SCOPES/ANGELOS_LOCAL_OWNER are invalid"])
+        log.error(line)
+        asyncio.run(refuse_stdio(line, tuple(problems)))
         return 2
     from service.transports.stdio import run_stdio
 

@@ -51,9 +51,12 @@ class Walk:
         return body
 
 
-async def run_demo(*, as_json: bool = False) -> int:
-    """Run one stdio session: discovery, capabilities, folders, a search, a read (and a send)."""
-    sending = os.environ.get("ANGELOS_DEMO_SEND") == "1"
+async def run_demo(*, as_json: bool = False, sending: bool = False) -> int:
+    """Run one stdio session: discovery, capabilities, folders, a search, a read (and a send).
+
+    The server gets this process's environment, ANGELOS_ENV_FILE included; with `sending`
+    (ANGELOS_DEMO_SEND=1) it also gets the send gate and scope.
+    """
     env = dict(os.environ)
     if sending:
         env.update(MAIL_ENABLE_SEND="1", ANGELOS_LOCAL_SCOPES="mail.read mail.send")

@@ -1,10 +1,11 @@
-"""`angelos ledger …`: the auditor's and incident responder's commands (spec/sending.md §8.13).
+"""`angelos ledger …`: the auditor's and incident responder's commands (docs/auditing.md).
 
 Every command reads the same environment as `angelos serve` (ANGELOS_REDIS_URL, namespace,
-HMAC key, grace, retention). All of them only read, except `recover`, which runs one recovery
-pass (the same code as the servers' background task; `--dry-run` writes nothing). Text output
-is for people; `--json` is for machines. Exit status: 0 clean, 1 findings, 2 usage or
-configuration, 3 store unreachable.
+HMAC key, grace, retention), completed from `--env-file PATH` or ANGELOS_ENV_FILE like serve's;
+a refused env file stops every command, since the rest might name another store. All of them
+only read, except `recover`, which runs one recovery pass (the same code as the servers'
+background task; `--dry-run` writes nothing). Text output is for people; `--json` is for
+machines. Exit status: 0 clean, 1 findings, 2 usage or configuration, 3 store unreachable.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from schemas.ledger import LedgerUnavailable
 from service.config import Config, StoreConfig
 from service.sending import open_store
 
+ENV_FILE_HELP = "also read NAME=value settings from this file (the environment wins)"
 STATUSES = ("prepared", "sending", "accepted", "rejected", "unknown", "expired", "corrupt")
 OK, FINDINGS, USAGE, UNREACHABLE = 0, 1, 2, 3
 _RELATIVE = re.compile(r"(\d+)([smhd])", re.ASCII)
@@ -64,10 +66,15 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
     for command in (verify, show, listing, export, replay, recover):
         command.add_argument("--json", action="store_true", help="machine-readable output")
         command.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        command.add_argument("--env-file", metavar="PATH", help=ENV_FILE_HELP)
 
 
 def run_ledger(args: argparse.Namespace, config: Config) -> int:
     """Run one `angelos ledger` command; returns the exit status."""
+    if config.env_file is not None and config.env_file.problems:  # the wrong store, perhaps
+        for line in config.env_file.problems:
+            print(f"angelos ledger: {line}", file=sys.stderr)
+        return USAGE
     store_config = config.store
     if store_config is None:  # a wrong HMAC key or grace would make every verdict wrong
         for line in config.store_problems:

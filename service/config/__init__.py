@@ -1,19 +1,23 @@
 """Configuration from environment variables: frozen, validated, secret-free in every repr."""
 
-from service.config._load import check_config_lines, describe, load_config
+from service.config._env_file import with_env_file
+from service.config._load import load_config
 from service.config._model import (
     Config,
+    EnvFileInfo,
     Gates,
     HttpAuthConfig,
     LocalPrincipal,
     MailConfig,
     StoreConfig,
 )
+from service.config._report import check_config_lines, describe
 from service.config._rules import SCOPE_ORDER
 
 __all__ = [
     "SCOPE_ORDER",
     "Config",
+    "EnvFileInfo",
     "Gates",
     "HttpAuthConfig",
     "LocalPrincipal",
@@ -22,4 +26,5 @@ __all__ = [
     "check_config_lines",
     "describe",
     "load_config",
+    "with_env_file",
 ]

@@ -1,4 +1,4 @@
-"""The MCP_* group (auth-config §2.6, §2.6.1, §2.6.2, §2.10) and the stdio principal."""
+"""The MCP_* group (the HTTP resource-server settings) and the stdio principal."""
 
 from __future__ import annotations
 

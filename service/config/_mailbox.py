@@ -1,4 +1,4 @@
-"""Mailbox variables (auth-config §4.2, §4.3): provider presets, credentials, endpoints."""
+"""Mailbox variables: provider presets, credentials, endpoints (docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -78,6 +78,7 @@ class MailLoad(msgspec.Struct, frozen=True):
     problems: tuple[str, ...]
     timeout_ms: int | None  # the effective MAIL_TIMEOUT when valid; the ledger rules need it
     provider: str | None  # the provider when MAIL_PROVIDER is valid
+    shown: MailConfig | None = None  # for check-config: what resolved despite the problems
 
 
 class _Endpoints(msgspec.Struct):
@@ -111,7 +112,7 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
     elif auth_mode == "google_oauth2":
         problems.append(UNSUPPORTED_GOOGLE_OAUTH)
 
-    if problems or provider is None or auth_mode is None or username is None:
+    if provider is None or auth_mode is None:
         return MailLoad(
             mail=None, problems=tuple(problems), timeout_ms=timeout_ms, provider=provider
         )
@@ -120,9 +121,9 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
     mail = MailConfig(
         provider=provider,
         auth_mode=auth_mode,
-        username=username,
+        username=username or "",
         password=None if password is None else Secret(password),
-        from_addr=from_addr or username,
+        from_addr=from_addr or username or "",
         aliases=aliases,
         imap_host=endpoints.imap_host,
         imap_port=endpoints.imap_port,
@@ -137,7 +138,14 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
         smtp_stores_sent=provider in ("gmail", "microsoft")
         or smtp_lower in ("smtp.gmail.com", "smtp.googlemail.com"),
     )
-    return MailLoad(mail=mail, problems=(), timeout_ms=timeout_ms, provider=provider)
+    valid = not problems and username is not None
+    return MailLoad(
+        mail=mail if valid else None,
+        problems=tuple(problems),
+        timeout_ms=timeout_ms,
+        provider=provider,
+        shown=mail,
+    )
 
 
 def _auth_mode(env: Mapping[str, str], provider: str | None, problems: list[str]) -> str | None:

@@ -39,11 +39,13 @@ class MailConfig(msgspec.Struct, frozen=True):
 
 
 class StoreConfig(msgspec.Struct, frozen=True):
-    """The send-ledger store and every ledger tuning variable of sending.md §8.14."""
+    """The send-ledger store and every ledger tuning variable (docs/configuration.md)."""
 
     mode: str  # "embedded" | "redis" | "off"
     url: Secret | None
     data_dir: str
+    home: str | None  # the HOME that places data_dir when nothing else does
+    xdg_data_home: str | None  # XDG_DATA_HOME when usable (absolute), else None
     namespace: str
     hmac_key: Secret | None
     retention_s: int
@@ -67,7 +69,7 @@ class StoreConfig(msgspec.Struct, frozen=True):
 
 
 class HttpAuthConfig(msgspec.Struct, frozen=True):
-    """External-issuer resource-server settings (auth-config §2.6, §2.10)."""
+    """External-issuer resource-server settings (the MCP_* variables)."""
 
     resource_url: str
     issuer: str
@@ -77,10 +79,18 @@ class HttpAuthConfig(msgspec.Struct, frozen=True):
 
 
 class LocalPrincipal(msgspec.Struct, frozen=True):
-    """The principal of the stdio transport (auth-config Project decisions)."""
+    """The principal of the stdio transport: ANGELOS_LOCAL_OWNER with ANGELOS_LOCAL_SCOPES."""
 
     owner: str
     scopes: tuple[str, ...]
+
+
+class EnvFileInfo(msgspec.Struct, frozen=True):
+    """What an explicitly named env file contributed: never its values."""
+
+    path: str
+    names: tuple[str, ...]  # variables taken from the file (the environment left them unset)
+    problems: tuple[str, ...]  # non-empty: the file was refused and none of it was used
 
 
 class Config(msgspec.Struct, frozen=True):
@@ -95,3 +105,7 @@ class Config(msgspec.Struct, frozen=True):
     problems: tuple[str, ...]
     http_auth_problems: tuple[str, ...]
     store_problems: tuple[str, ...] = ()  # the part of `problems` about the ledger store
+    env_file: EnvFileInfo | None = None
+    # The mailbox as far as it resolved, for check-config only; `mail` is None when invalid.
+    mail_shown: MailConfig | None = None
+    demo_send: bool = False  # ANGELOS_DEMO_SEND, read by `angelos demo`

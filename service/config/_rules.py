@@ -66,7 +66,7 @@ def looks_like_ip_literal(host: str) -> bool:
 
 
 def dns_host_problem(host: str) -> str | None:
-    """Explain why host is not an acceptable DNS host name (auth-config §4.3), or return None."""
+    """Explain why host is not an acceptable DNS host name, or return None."""
     if looks_like_ip_literal(host):
         return "must be a DNS host name, not an IP literal"
     if len(host) > 253:

@@ -1,4 +1,4 @@
-"""Store variables: ANGELOS_REDIS_URL, ANGELOS_DATA_DIR and the ledger table of sending.md §8.14."""
+"""Store variables: ANGELOS_REDIS_URL, ANGELOS_DATA_DIR and the ledger's SEND_* settings."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ def load_store(
     """Validate the store and ledger variables; mail_timeout_ms feeds the deadline rule."""
     problems: list[str] = []
     mode, url = _redis(env, problems)
-    data_dir = _data_dir(env, needed=mode == "embedded", problems=problems)
+    home, xdg_data_home = _home(env), _xdg_data_home(env)
+    data_dir = _data_dir(env, home, xdg_data_home, needed=mode == "embedded", problems=problems)
     test_mode = env.get("ANGELOS_ALLOW_FAULT_INJECTION") == "1" and env.get("ANGELOS_ENV") == "test"
     numbers = {attr: _integer(env, bound, test_mode, problems) for attr, bound in _BOUNDS.items()}
     timings = _deadlines(env, numbers, mail_timeout_ms, test_mode, problems)
@@ -84,6 +85,8 @@ def load_store(
         mode=mode,
         url=url,
         data_dir=data_dir,
+        home=home,
+        xdg_data_home=xdg_data_home,
         namespace=namespace,
         hmac_key=None if hmac_key is None else Secret(hmac_key),
         fsync_provider_managed=fsync == "provider_managed",
@@ -126,23 +129,40 @@ def _redis(env: Mapping[str, str], problems: list[str]) -> tuple[str, Secret | N
     return "redis", Secret(raw)
 
 
-def _data_dir(env: Mapping[str, str], *, needed: bool, problems: list[str]) -> str:
+def _data_dir(
+    env: Mapping[str, str],
+    home: str | None,
+    xdg_data_home: str | None,
+    *,
+    needed: bool,
+    problems: list[str],
+) -> str:
     explicit = value_of(env, "ANGELOS_DATA_DIR")
     if explicit is not None:
         if has_control(explicit) or not os.path.isabs(explicit):
             problems.append("ANGELOS_DATA_DIR: must be an absolute path without control characters")
             return ""
         return explicit
-    xdg = value_of(env, "XDG_DATA_HOME")
-    # The XDG spec says a relative XDG_DATA_HOME is invalid and must be ignored.
-    if xdg is not None and os.path.isabs(xdg) and not has_control(xdg):
-        return os.path.join(xdg, "angelos")
-    home = value_of(env, "HOME") or _account_home()
-    if home is not None and os.path.isabs(home) and not has_control(home):
+    if xdg_data_home is not None:
+        return os.path.join(xdg_data_home, "angelos")
+    if home is not None:
         return os.path.join(home, ".local", "share", "angelos")
     if needed:
         problems.append("ANGELOS_DATA_DIR: required because neither XDG_DATA_HOME nor HOME is set")
     return ""
+
+
+def _usable_path(value: str | None) -> str | None:
+    return value if value is not None and os.path.isabs(value) and not has_control(value) else None
+
+
+def _xdg_data_home(env: Mapping[str, str]) -> str | None:
+    # The XDG spec says a relative XDG_DATA_HOME is invalid and must be ignored.
+    return _usable_path(value_of(env, "XDG_DATA_HOME"))
+
+
+def _home(env: Mapping[str, str]) -> str | None:
+    return _usable_path(value_of(env, "HOME") or _account_home())
 
 
 def _account_home() -> str | None:

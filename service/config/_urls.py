@@ -1,4 +1,4 @@
-"""URL rules: the public HTTPS rule of auth-config §2.6.1 and the Redis store URL."""
+"""URL rules: the public HTTPS rule of the MCP_* URLs and the Redis store URL."""
 
 from __future__ import annotations
 

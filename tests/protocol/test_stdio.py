@@ -8,10 +8,12 @@ import os
 import pty
 import subprocess
 import tty
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from support.angelos_process import ROOT, angelos_command, clean_env
 
@@ -180,17 +182,91 @@ class TestStdinKinds:
             os.close(terminal)
 
 
+BAD = {
+    "MAIL_PROVIDER": "custom",
+    "MAIL_USERNAME": "a@example.test",
+    "MAIL_PASSWORD": "pw-not-shown",
+    "IMAP_HOST": "127.0.0.1",
+}
+BAD_PROBLEMS = [
+    "IMAP_HOST: must be a DNS host name, not an IP literal",
+    "SMTP_HOST: required for MAIL_PROVIDER=custom",
+]
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "raw", "version": "0"}}}  # fmt: skip
+
+
+def bare_target(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    """What an MCP client starts: the SDK passes only HOME, LOGNAME, PATH, SHELL, TERM, USER."""
+    command = angelos_command("serve", "--transport", "stdio", *args)
+    return StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=ROOT)
+
+
+async def refusal_of(target: StdioServerParameters, mode: str) -> MCPError:
+    """The error a client gets from a server that cannot start, on its first request."""
+    errors: list[MCPError] = []
+    try:
+        async with Client(target, mode=mode) as client:
+            await client.list_tools()
+    except* MCPError as group:
+        errors.extend(leaves(group))
+    assert 1 == len(errors), "the server answered"
+    return errors[0]
+
+
+def leaves(group: BaseExceptionGroup[MCPError]) -> list[MCPError]:
+    found: list[MCPError] = []
+    for error in group.exceptions:
+        found.extend(leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
+    return found
+
+
 class TestStdioStartup:
-    def test_invalid_configuration_refuses_to_start_with_one_line_per_problem(self) -> None:
-        bad = {
-            "MAIL_PROVIDER": "custom",
-            "MAIL_USERNAME": "a@example.test",
-            "MAIL_PASSWORD": "pw-not-shown",
-            "IMAP_HOST": "127.0.0.1",
-        }
+    @pytest.mark.parametrize("mode", ERAS)
+    async def test_a_client_of_either_era_is_told_what_to_fix(self, mode: str) -> None:
+        error = await refusal_of(bare_target(env=BAD), mode)
+        assert -32603 == error.error.code
+        assert {"problems": BAD_PROBLEMS} == error.error.data
+        message = error.error.message
+        expected = "angelos cannot start: " + "; ".join(BAD_PROBLEMS) + ". Set or correct these"
+        assert message.startswith(expected)
+        assert "--env-file" in message and "pw-not-shown" not in message
+
+    async def test_a_client_that_passes_no_environment_is_told_the_missing_variables(
+        self,
+    ) -> None:
+        error = await refusal_of(bare_target(), "legacy")
+        missing = ["MAIL_USERNAME: required", "MAIL_PASSWORD: required for password login"]
+        assert {"problems": missing} == error.error.data
+
+    def test_stderr_gets_one_actionable_line_and_the_server_exits_after_initialize(
+        self,
+    ) -> None:
+        proc = subprocess.Popen(
+            angelos_command("serve", "--transport", "stdio"),
+            env=clean_env(BAD), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stdin is not None
+        try:
+            lines = [{"jsonrpc": "2.0", "method": "notifications/initialized"}, INITIALIZE]
+            proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+            proc.stdin.flush()  # and left open: the answer to initialize ends the process
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        (answer,) = map(json.loads, out.splitlines())
+        (line,) = map(json.loads, err.splitlines())
+        assert (2, 1, -32603) == (proc.returncode, answer["id"], answer["error"]["code"])
+        assert "error" == line["level"]
+        assert line["event"] == answer["error"]["message"]
+        assert "pw-not-shown" not in err.decode()
+
+    def test_without_a_client_it_exits_at_once_with_nothing_on_stdout(self) -> None:
         proc = subprocess.run(
             angelos_command("serve", "--transport", "stdio"),
-            env=clean_env(bad),
+            env=clean_env(BAD),
             cwd=ROOT,
             capture_output=True,
             timeout=30,
@@ -198,20 +274,14 @@ class TestStdioStartup:
         )
         err = proc.stderr.decode()
         assert 2 == proc.returncode
-        assert "IMAP_HOST" in err and "SMTP_HOST" in err
+        assert 1 == len(err.splitlines()) and "IMAP_HOST" in err and "SMTP_HOST" in err
         assert "pw-not-shown" not in err
         assert b"" == proc.stdout
 
     def test_check_config_reports_the_same_problems_and_fails(self) -> None:
-        bad = {
-            "MAIL_PROVIDER": "custom",
-            "MAIL_USERNAME": "a@example.test",
-            "MAIL_PASSWORD": "pw-not-shown",
-            "IMAP_HOST": "127.0.0.1",
-        }
         proc = subprocess.run(
             angelos_command("check-config"),
-            env=clean_env(bad),
+            env=clean_env(BAD),
             cwd=ROOT,
             capture_output=True,
             timeout=30,
@@ -219,3 +289,29 @@ class TestStdioStartup:
         out = proc.stdout.decode()
         assert 0 != proc.returncode
         assert "IMAP_HOST" in out and "pw-not-shown" not in out
+
+
+class TestEnvFile:
+    @pytest.mark.parametrize("mode", ERAS)
+    async def test_a_client_that_passes_no_environment_is_served_from_the_env_file(
+        self, env: dict[str, str], mode: str, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "angelos.env"
+        path.write_text("".join(f"{name}={value}\n" for name, value in env.items()))
+        path.chmod(0o600)
+        async with Client(bare_target("--env-file", str(path)), mode=mode) as client:
+            result = await client.call_tool("mail_query", {"action": "folders"})
+        assert result.structured_content is not None
+        assert "INBOX" in {f["name"] for f in result.structured_content["folders"]}
+
+    async def test_a_readable_env_file_with_the_password_is_refused_to_the_client(
+        self, env: dict[str, str], tmp_path: Path
+    ) -> None:
+        path = tmp_path / "angelos.env"
+        path.write_text("".join(f"{name}={value}\n" for name, value in env.items()))
+        path.chmod(0o644)
+        error = await refusal_of(bare_target(env={"ANGELOS_ENV_FILE": str(path)}), "2026-07-28")
+        problems = error.error.data["problems"]
+        assert problems[0].startswith("ANGELOS_ENV_FILE: holds MAIL_PASSWORD")
+        assert "Fix the env file" in error.error.message
+        assert env["MAIL_PASSWORD"] not in error.error.message

@@ -1,6 +1,7 @@
-"""Configuration of the resource server (auth-config §2.6, §2.10) and of the stdio principal.
+"""Configuration of the resource server (the MCP_* variables) and of the stdio principal.
 
-Acceptance checks of auth-config §9 covered here: 4, 9, 31, 32, 43, 44, 45 (configuration side).
+Acceptance checks covered here (docs/acceptance/auth-config.md): 4, 9, 31, 32, 43, 44, 45
+(configuration side).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def assert_rejected(config: Config, variable: str) -> None:
 
 class TestValidExternalConfig:
     def test_fixture_configuration_is_accepted(self) -> None:
-        """The §9 fixture configuration is valid; the initial scope defaults to mail.read."""
+        """The acceptance fixture configuration is valid; the initial scope defaults to read."""
         config = load(EXTERNAL)
         assert config.problems == ()
         assert config.http_auth is not None
@@ -186,7 +187,7 @@ class TestPublicHttpsUrlRule:
         "variable", ["MCP_OAUTH_JWKS_URL", "MCP_OAUTH_ISSUER", "MCP_RESOURCE_URL"]
     )
     def test_rejected_examples(self, variable: str, url: str) -> None:
-        """Check 45: every negative example of §2.6.1 is refused for each of the three URLs."""
+        """Check 45: every negative example of the public HTTPS URL rule is refused for each URL."""
         if variable == "MCP_RESOURCE_URL":
             url = url.replace("/jwks", "/mcp")  # so that only the URL rule can refuse it
         config = load(EXTERNAL, **{variable: url})

@@ -1,0 +1,180 @@
+"""The effective configuration by documented variable name, for `angelos check-config`."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from schemas.secret import Secret
+from service.config._model import Config, HttpAuthConfig, MailConfig, StoreConfig
+from service.config._urls import parse_redis_url
+from service.config.variables import GROUPS, VARIABLES
+
+INVALID: Final = "invalid (see Problems)"
+UNRESOLVED: Final = "not resolved (see Problems)"
+_MAIL_REFUSED = tuple(v.name for v in VARIABLES if v.name.startswith(("GOOGLE_", "MICROSOFT_")))
+_MCP = tuple(v.name for v in VARIABLES if v.name.startswith("MCP_"))
+
+
+def describe(config: Config) -> dict[str, object]:
+    """Map every documented variable to its effective value; secrets only as set/unset.
+
+    A variable named by a problem is "invalid"; one whose group failed for another variable's
+    problem is "not resolved".
+    """
+    known = {
+        **_always(config),
+        **_mail(config.mail or config.mail_shown, valid=config.mail is not None),
+        **_store(config.store),
+        **_http(config),
+        **_local(config),
+    }
+    named = {problem.split(":", 1)[0] for problem in config.problems}
+    return {
+        v.name: INVALID if v.name in named else known.get(v.name, UNRESOLVED) for v in VARIABLES
+    }
+
+
+def _switch(on: bool) -> str:
+    return "on" if on else "off"
+
+
+def _set_or_unset(secret: Secret | None) -> str:
+    return "unset" if secret is None else "set"
+
+
+def _always(config: Config) -> dict[str, object]:
+    """Values every loaded Config knows, whatever else failed."""
+    return {
+        "ANGELOS_ENV_FILE": None if config.env_file is None else config.env_file.path,
+        "MAIL_ENABLE_WRITES": _switch(config.gates.writes),
+        "MAIL_ENABLE_SEND": _switch(config.gates.send),
+        "MAIL_ENABLE_DELETE": _switch(config.gates.delete),
+        "PORT": config.port,
+        "ANGELOS_OAUTH_ENABLED": "off",  # "1" is always a problem
+        "ANGELOS_DEMO_SEND": _switch(config.demo_send),
+    }
+
+
+def _mail(mail: MailConfig | None, *, valid: bool) -> dict[str, object]:
+    """The mailbox values; those named by a problem are overridden as invalid by describe."""
+    if mail is None:
+        return {}
+    timeout = f"{mail.timeout_s:g}s"
+    values: dict[str, object] = {
+        "MAIL_PROVIDER": mail.provider,
+        "MAIL_AUTH_MODE": mail.auth_mode,
+        "MAIL_USERNAME": mail.username or None,
+        "MAIL_PASSWORD": _set_or_unset(mail.password),
+        "MAIL_FROM": mail.from_addr or None,
+        "MAIL_ALIASES": list(mail.aliases),
+        "IMAP_HOST": mail.imap_host,
+        "IMAP_PORT": mail.imap_port,
+        "SMTP_HOST": mail.smtp_host,
+        "SMTP_PORT": mail.smtp_port,
+        "SMTP_TLS_MODE": mail.smtp_tls_mode,
+        "SMTP_MAX_CONNECTIONS": mail.smtp_max_connections,
+        "MAIL_TIMEOUT": timeout,
+        "MAIL_TLS_CA_FILE": mail.tls_ca_file,
+        "MAIL_ALLOW_PRIVATE_HOSTS": _switch(mail.allow_private_hosts),
+    }
+    # Outside gmail with google_oauth2 and outside microsoft (both refused, so never in a valid
+    # mailbox) any value of these is a problem naming it: unnamed, they are unset.
+    if valid or (mail.provider != "microsoft" and mail.auth_mode != "google_oauth2"):
+        values.update(dict.fromkeys(_MAIL_REFUSED, "unset"))
+    return values
+
+
+def _store(store: StoreConfig | None) -> dict[str, object]:
+    if store is None:
+        return {}
+    return {
+        "ANGELOS_REDIS_URL": _store_url(store),
+        "ANGELOS_DATA_DIR": store.data_dir,
+        "XDG_DATA_HOME": store.xdg_data_home,
+        "HOME": store.home,
+        "SEND_LEDGER_NAMESPACE": store.namespace,
+        "ANGELOS_LEDGER_HMAC_KEY": _set_or_unset(store.hmac_key),
+        "SEND_LEDGER_FSYNC": "provider_managed" if store.fsync_provider_managed else None,
+        "SEND_LEDGER_ASSUME_NOEVICTION": _switch(store.assume_noeviction),
+        "SEND_LEDGER_WAITAOF_REPLICAS": store.waitaof_replicas,
+        "SEND_LEDGER_FSYNC_TIMEOUT_MS": store.fsync_timeout_ms,
+        "SEND_LEDGER_RETENTION_S": store.retention_s,
+        "SEND_TOOL_DEADLINE_S": store.tool_deadline_s,
+        "SMTP_DATA_TERMINATION_TIMEOUT_S": store.smtp_data_termination_timeout_s,
+        "SEND_DISPATCH_DEADLINE_S": store.dispatch_deadline_s,
+        "SEND_OUTCOME_PERSIST_WINDOW_S": store.outcome_persist_window_s,
+        "SENT_FILING_TIMEOUT_S": store.sent_filing_timeout_s,
+        "SEND_RECOVERY_GRACE_S": store.recovery_grace_s,
+        "SEND_RECOVERY_INTERVAL_S": store.recovery_interval_s,
+        "SEND_DISPATCHER_LEASE_MS": store.dispatcher_lease_ms,
+        "SEND_DISPATCHER_LEASE_REFRESH_MS": store.dispatcher_lease_refresh_ms,
+        "SEND_ANNOTATION_CAP": store.annotation_cap,
+        "ANGELOS_REDIS_REST_URL": "unset",  # any value is a store problem
+        "ANGELOS_REDIS_REST_TOKEN": "unset",
+        "ANGELOS_ENV": _switch(store.test_mode),
+        "ANGELOS_ALLOW_FAULT_INJECTION": _switch(store.test_mode),
+        "ANGELOS_FAULT_POINT": store.fault_point,
+        "ANGELOS_TEST_PREPARE_TTL_MS": store.test_prepare_ttl_ms,
+    }
+
+
+def _store_url(store: StoreConfig) -> str:
+    if store.mode != "redis" or store.url is None:
+        return "off" if store.mode == "off" else "unset (embedded Redis)"
+    target, _ = parse_redis_url(store.url.reveal())
+    if target is None:  # cannot happen: the loader accepted it
+        return "set"
+    credentials = " (credentials set)" if target.has_credentials else ""
+    return target.redacted() + credentials
+
+
+def _http(config: Config) -> dict[str, object]:
+    auth: HttpAuthConfig | None = config.http_auth
+    if auth is None:
+        return {} if config.http_auth_problems else dict.fromkeys(_MCP, None)
+    return {
+        "MCP_RESOURCE_URL": auth.resource_url,
+        "MCP_OAUTH_ISSUER": auth.issuer,
+        "MCP_OAUTH_JWKS_URL": auth.jwks_url,
+        "MCP_ALLOWED_SUBJECTS": list(auth.allowed_subjects),
+        "MCP_OAUTH_INITIAL_SCOPES": " ".join(auth.initial_scopes),
+    }
+
+
+def _local(config: Config) -> dict[str, object]:
+    if config.local is None:
+        return {}
+    return {
+        "ANGELOS_LOCAL_OWNER": config.local.owner,
+        "ANGELOS_LOCAL_SCOPES": " ".join(config.local.scopes),
+    }
+
+
+def check_config_lines(config: Config) -> list[str]:
+    """Render every variable by group with its effective value, then one line per problem."""
+    values = describe(config)
+    from_file = set() if config.env_file is None else set(config.env_file.names)
+    lines = ["Effective configuration:"]
+    for group in GROUPS:
+        lines.append(f"  # {group.title}")
+        for variable in VARIABLES:
+            if variable.group == group.key:
+                source = "  (from the env file)" if variable.name in from_file else ""
+                lines.append(f"  {variable.name} = {_text(values[variable.name])}{source}")
+    if config.problems:
+        lines.append(f"Problems ({len(config.problems)}):")
+        lines.extend(f"  - {problem}" for problem in config.problems)
+    else:
+        lines.append("No problems found.")
+    return lines
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, list):
+        text = ", ".join(map(str, value)) if value else "none"
+    else:
+        text = str(value)
+    # Names and paths come from the operator's environment; keep terminal controls out.
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
