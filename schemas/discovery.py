@@ -207,10 +207,11 @@ def _resolve(node: Any, components: JsonObj, keep: dict[str, str]) -> Any:
         del out["required"]
     any_of = out.get("anyOf")
     if isinstance(any_of, list) and len(any_of) == 2 and {"type": "null"} in any_of:
+        # A null that means "not supplied" is still decoded but not advertised: some hosts
+        # reject type lists and null unions, and omitting the key says the same.
         other = next(s for s in any_of if s != {"type": "null"})
-        if set(other) == {"type"}:
-            del out["anyOf"]
-            out["type"] = ["null", other["type"]]
+        del out["anyOf"]
+        out = {**other, **out}
     if "enum" in out and "type" not in out and all(isinstance(v, str) for v in out["enum"]):
         out["type"] = "string"
     return out

@@ -160,14 +160,15 @@ class TestShape:
             props = tools[name]["inputSchema"]["properties"]
             assert "^[0-9a-f]{64}$" == props["source_digest"]["pattern"]
 
-    def test_only_unread_and_flagged_advertise_null(self, entries: list[dict[str, Any]]) -> None:
-        nullable: list[str] = []
+    def test_every_type_is_one_name_without_unions(self, entries: list[dict[str, Any]]) -> None:
+        unions: list[str] = []
 
         def walk(node: Any, path: str) -> None:
             if isinstance(node, dict):
                 kind = node.get("type")
-                if isinstance(kind, list) and "null" in kind:
-                    nullable.append(path)
+                if (kind is not None and not isinstance(kind, str)) or kind == "null":
+                    unions.append(f"{path}.type")
+                unions.extend(f"{path}.{key}" for key in ("anyOf", "oneOf", "allOf") if key in node)
                 for key, value in node.items():
                     walk(value, f"{path}.{key}")
             elif isinstance(node, list):
@@ -176,10 +177,16 @@ class TestShape:
 
         for entry in entries:
             walk(entry["inputSchema"], entry["name"])
-        assert [
-            "mail_query.properties.search.properties.flagged",
-            "mail_query.properties.search.properties.unread",
-        ] == sorted(nullable)
+        assert [] == unions
+
+    def test_unread_and_flagged_advertise_plain_booleans(
+        self, entries: list[dict[str, Any]]
+    ) -> None:
+        search = by_name(entries)["mail_query"]["inputSchema"]["properties"]["search"]
+        assert [{"type": "boolean"}, {"type": "boolean"}] == [
+            search["properties"]["unread"],
+            search["properties"]["flagged"],
+        ]
 
     def test_no_title_output_schema_or_default_anywhere(
         self, entries: list[dict[str, Any]]
