@@ -99,7 +99,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="mail_query",
         description=(
-            "Read-only; never marks mail read. Row reference: the row's reference if present, "
+            "Read-only; never marks mail read. Row reference: its reference if present, "
             "else page folder + page uid_validity + row uid. triage: unread OR flagged, "
             "page-only counts. conversation: same-folder IMAP ID links (not Graph). draft: "
             "full Bcc/HTML/files + source_digest, or unsupported-MIME error. read_many: check "

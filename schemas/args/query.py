@@ -12,10 +12,10 @@ SearchArg = Annotated[
     Search,
     Meta(
         description=(
-            "ANDed filters; default folder INBOX, limit 25 (1-100). query: literal text, not "
-            "Gmail syntax. since/before: YYYY-MM-DD arrival, inclusive/exclusive. Pass "
-            "next_cursor as cursor with the same filters/order, even after empty pages. "
-            "conversation: folder/order/cursor/limit only."
+            "ANDed filters; default folder INBOX, limit 25. query: literal text, not Gmail "
+            "syntax. since/before: arrival day, inclusive/exclusive. Pass next_cursor as "
+            "cursor, same filters/order, even after empty pages. conversation: "
+            "folder/order/cursor/limit only."
         )
     ),
 ]
@@ -81,8 +81,8 @@ class ReadMany(_Query, tag="read_many"):
             min_length=1,
             max_length=10,
             description=(
-                "1-10 distinct. If stopped, resume at zero-based next_index with the rest, a "
-                "bigger budget, or single reads."
+                "Distinct. If stopped, resume at zero-based next_index with the rest, a bigger "
+                "budget, or single reads."
             ),
         ),
     ]

@@ -15,6 +15,7 @@ from schemas.discovery import (
     compact_bytes,
     tool_entries,
 )
+from schemas.rules import DAY_PATTERN, MAX_SEARCH_LIMIT
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "tools-list.json"
 BASELINE_01 = 14_886  # the 0.1.0 baseline, never changed to make growth fit
@@ -159,6 +160,11 @@ class TestShape:
         for name in ("mail_create", "mail_prepare"):
             props = tools[name]["inputSchema"]["properties"]
             assert "^[0-9a-f]{64}$" == props["source_digest"]["pattern"]
+        search = query["properties"]["search"]["properties"]
+        assert (0, MAX_SEARCH_LIMIT) == (search["limit"]["minimum"], search["limit"]["maximum"])
+        assert [DAY_PATTERN, DAY_PATTERN] == [search[k]["pattern"] for k in ("since", "before")]
+        confirmed = tools["mail_send_confirmed"]["inputSchema"]["properties"]["confirmed_digest"]
+        assert "^[0-9a-fA-F]{64}$" == confirmed["pattern"]
 
     def test_every_type_is_one_name_without_unions(self, entries: list[dict[str, Any]]) -> None:
         unions: list[str] = []
