@@ -80,6 +80,9 @@ class PrepareDraft(_Prepare, tag="draft"):
     reference: Ref
     source_digest: SourceDigest
 
+    def __post_init__(self) -> None:
+        rules.check_hex(self.source_digest, 64, "source_digest")  # the pattern lets "\n" end it
+
 
 PREPARE_ACTIONS: tuple[type[_Prepare], ...] = (
     PrepareDraft,

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from schemas import rules
 from schemas.args.common import ConversationSearch, Detail, Ref, Search
 
 SearchArg = Annotated[
@@ -126,6 +127,9 @@ class SendStatus(_Query, tag="send_status"):
     """Project the recorded state of one preparation without any network contact."""
 
     prepared_id: Annotated[str, Meta(pattern="^[0-9a-f]{32}$")]
+
+    def __post_init__(self) -> None:
+        rules.check_hex(self.prepared_id, 32, "prepared_id")  # the pattern lets "\n" end it
 
 
 QUERY_ACTIONS: tuple[type[_Query], ...] = (

@@ -361,14 +361,32 @@ class TestSchemaAndDecoderAgree:
             decodes("mail_send_confirmed", call),
         )
 
-    def test_a_trailing_newline_that_pythons_dollar_admits_is_refused(self) -> None:
-        assert (False, False) == (
-            decodes("mail_query", {"action": "search", "search": {"since": "2026-01-31\n"}}),
-            decodes(
+    @pytest.mark.parametrize(
+        ("tool", "arguments"),
+        [
+            ("mail_query", {"action": "search", "search": {"since": "2026-01-31\n"}}),
+            ("mail_query", {"action": "search", "search": {"before": "2026-01-31\n"}}),
+            ("mail_query", {"action": "send_status", "prepared_id": PID + "\n"}),
+            (
                 "mail_send_confirmed",
                 {"prepared_id": PID, "confirmed_digest": DIGEST + "\n", "append_sent": False},
             ),
-        )
+            ("mail_prepare", {"action": "draft", "reference": REF, "source_digest": DIGEST + "\n"}),
+            (
+                "mail_create",
+                {
+                    "action": "revise_draft",
+                    "reference": REF,
+                    "source_digest": DIGEST + "\n",
+                    "changes": {"subject": "x"},
+                },
+            ),
+        ],
+    )
+    def test_a_trailing_newline_that_pythons_dollar_admits_is_refused(
+        self, tool: str, arguments: dict[str, Any]
+    ) -> None:
+        assert decodes(tool, arguments) is False
 
     def test_a_day_in_other_digits_is_refused_as_json_schemas_ascii_digit_says(self) -> None:
         arabic_indic = "\u0662\u0660\u0662\u0666-\u0660\u0661-\u0663\u0661"
