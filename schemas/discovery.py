@@ -13,6 +13,7 @@ from schemas.args.create import CREATE_ACTIONS
 from schemas.args.modify import MODIFY_ACTIONS
 from schemas.args.prepare import PREPARE_ACTIONS, SendConfirmed
 from schemas.args.query import QUERY_ACTIONS
+from schemas.readiness import CLASS_SCOPES, OperationClass
 
 JsonObj = dict[str, Any]
 
@@ -24,11 +25,16 @@ class ToolSpec(msgspec.Struct, frozen=True):
     description: str
     actions: tuple[type[msgspec.Struct], ...]  # tagged by `action`; empty for direct tools
     direct: type[msgspec.Struct] | None  # the input Struct of a tool without `action`
-    scopes: tuple[str, ...]
+    access: OperationClass  # decides the scopes, gates and store a call needs
     read_only: bool
     destructive: bool
     open_world: bool
     shared_defs: tuple[tuple[type[msgspec.Struct], str], ...] = ()  # kept as $defs, not inlined
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        """Return the scopes a call needs, advertised in securitySchemes."""
+        return CLASS_SCOPES[self.access]
 
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -42,7 +48,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         actions=CREATE_ACTIONS,
         direct=None,
-        scopes=("mail.read", "mail.write"),
+        access="write",
         read_only=False,
         destructive=False,
         open_world=False,
@@ -56,7 +62,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         actions=(),
         direct=Ref,
-        scopes=("mail.read", "mail.write"),
+        access="delete",
         read_only=False,
         destructive=True,
         open_world=False,
@@ -70,7 +76,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         actions=MODIFY_ACTIONS,
         direct=None,
-        scopes=("mail.read", "mail.write"),
+        access="write",
         read_only=False,
         destructive=True,
         open_world=False,
@@ -85,7 +91,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         actions=PREPARE_ACTIONS,
         direct=None,
-        scopes=("mail.read", "mail.send"),
+        access="send",
         read_only=False,
         destructive=False,
         open_world=False,
@@ -93,7 +99,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="mail_query",
         description=(
-            "Read-only; never marks mail read. Row reference: the row's reference if present, "
+            "Read-only; never marks mail read. Row reference: its reference if present, "
             "else page folder + page uid_validity + row uid. triage: unread OR flagged, "
             "page-only counts. conversation: same-folder IMAP ID links (not Graph). draft: "
             "full Bcc/HTML/files + source_digest, or unsupported-MIME error. read_many: check "
@@ -103,7 +109,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         actions=QUERY_ACTIONS,
         direct=None,
-        scopes=("mail.read",),
+        access="read",
         read_only=True,
         destructive=False,
         open_world=False,
@@ -118,7 +124,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         actions=(),
         direct=SendConfirmed,
-        scopes=("mail.read", "mail.send"),
+        access="send",
         read_only=False,
         destructive=True,
         open_world=True,
@@ -201,10 +207,11 @@ def _resolve(node: Any, components: JsonObj, keep: dict[str, str]) -> Any:
         del out["required"]
     any_of = out.get("anyOf")
     if isinstance(any_of, list) and len(any_of) == 2 and {"type": "null"} in any_of:
+        # A null that means "not supplied" is still decoded but not advertised: some hosts
+        # reject type lists and null unions, and omitting the key says the same.
         other = next(s for s in any_of if s != {"type": "null"})
-        if set(other) == {"type"}:
-            del out["anyOf"]
-            out["type"] = ["null", other["type"]]
+        del out["anyOf"]
+        out = {**other, **out}
     if "enum" in out and "type" not in out and all(isinstance(v, str) for v in out["enum"]):
         out["type"] = "string"
     return out

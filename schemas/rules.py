@@ -9,11 +9,15 @@ from datetime import date
 MAX_FOLDER_BYTES = 1024
 MAX_FILTER_BYTES = 1024
 MAX_CURSOR_CHARS = 512
+MAX_SEARCH_LIMIT = 100
 UINT32_MAX = 4_294_967_295
+# The JSON Schema pattern of since/before; JSON Schema's \d is ASCII only, and parse_day's
+# date.fromisoformat refuses the other digits Python's \d would let through.
+DAY_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DATE = re.compile(DAY_PATTERN)
 _GRAPH_ID = re.compile(r"[A-Za-z0-9_=-]{1,1024}")
 
 
@@ -56,6 +60,16 @@ def parse_day(value: str, what: str) -> date:
         return date.fromisoformat(value)
     except ValueError:
         raise ValueError(f"{what} must be a real calendar date") from None
+
+
+def check_whole(pattern: str, value: str, what: str) -> None:
+    """Require the whole value to match a schema pattern.
+
+    msgspec applies a Meta pattern with re.search, where `$` also matches before a final
+    newline; JSON Schema's `$` does not, so a Struct repeats the check with fullmatch.
+    """
+    if re.fullmatch(pattern, value) is None:
+        raise ValueError(f"{what} must match {pattern}")
 
 
 def check_hex(value: str, length: int, what: str) -> None:

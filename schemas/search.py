@@ -18,8 +18,7 @@ from schemas.errors import InvalidArguments
 from schemas.mailbox import Reference
 from schemas.messages import Address
 
-DEFAULT_LIMIT = 25
-MAX_LIMIT = 100
+DEFAULT_LIMIT = 25  # the bounds are rules.MAX_SEARCH_LIMIT, enforced by the input Structs
 WINDOW_UIDS = 1000  # UID values (not messages) one call may scan (tools.md §7.3.1)
 SYSTEM_FLAGS = frozenset({"\\seen", "\\flagged", "\\answered", "\\draft", "\\deleted", "\\recent"})
 

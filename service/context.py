@@ -39,11 +39,6 @@ class AppContext:
         """Tell whether a ledger store exists (send_status reads it even when sending is off)."""
         return self.sending.store is not None
 
-    @property
-    def send_ready(self) -> bool:
-        """Tell whether the operator enabled sending and the store passed its self-check."""
-        return self.gates.send and self.sending.usable
-
     async def start(self) -> None:
         """Open the send ledger (store, self-check, lease) and start recovery."""
         self.sending = await start_sending(self.config, self.mailbox)

@@ -16,8 +16,10 @@ from schemas.args.query import SendStatus
 from schemas.discovery import TOOLS_BY_NAME, ToolSpec
 from schemas.error_object import DRAFT_CONFLICT_RECOVERY, ErrorObject, build_error
 from schemas.mutations import REFUSED_ARGUMENT_OUTCOMES
+from schemas.readiness import OperationClass
 from service.context import AppContext
 from service.principal import LOCAL_ISSUER, Principal
+from service.readiness import blockers, missing_scopes_note, refusal
 
 TOOL_DEADLINE_S = 90.0
 MAX_ERROR_DETAIL = 300
@@ -68,24 +70,11 @@ def action_name(args: msgspec.Struct) -> str:
 
 
 def check_access(app: AppContext, tool: ToolSpec, principal: Principal, args: object) -> None:
-    """Apply the tool's scope, then its gates, then action-level rules; no I/O."""
-    extra_scope = tool.scopes[1] if len(tool.scopes) > 1 else None
-    if extra_scope and not principal.has(extra_scope):
-        raise errors.InsufficientScope(extra_scope)
-    if extra_scope == "mail.write" and not app.gates.writes:
-        raise errors.DeploymentDisabled("mailbox writes are disabled by the server operator")
-    if extra_scope == "mail.send" and not app.send_ready:
-        raise errors.DeploymentDisabled(
-            "sending requires explicit server enablement and a durable send store"
-        )
-    if isinstance(args, SendStatus):
-        if not principal.has("mail.send"):
-            raise errors.InsufficientScope("mail.send")
-        if not app.store_configured:
-            raise errors.DeploymentDisabled(
-                "send status needs a durable send store; unavailable status is not proof "
-                "that nothing was sent"
-            )
+    """Refuse with the first blocker of the call's operation class, then action rules; no I/O."""
+    op: OperationClass = "send_status" if isinstance(args, SendStatus) else tool.access
+    found = blockers(app, principal, op)
+    if found:
+        raise refusal(found[0])
     if isinstance(args, SendConfirmed) and args.append_sent:
         check_sent_filing(app, principal)
 
@@ -176,8 +165,8 @@ def failure(
         else:
             extra["required_scopes"] = ["mail.read", *exc.required]
         if principal.issuer == LOCAL_ISSUER:  # nobody to consent: the operator grants scopes
-            missing = " ".join(scope for scope in exc.required if not principal.has(scope))
-            message += f" ({missing} is not in ANGELOS_LOCAL_SCOPES, which the operator sets)"
+            missing = [scope for scope in exc.required if not principal.has(scope)]
+            message += f" ({missing_scopes_note(principal, missing)})"
     obj: ErrorObject = build_error(
         exc.code,
         message,

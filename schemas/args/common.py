@@ -10,9 +10,12 @@ from schemas import rules
 
 UInt32 = Annotated[int, Meta(ge=0, le=rules.UINT32_MAX)]
 Detail = Annotated[
-    Literal["summary", "full"], Meta(description="summary (default); full restores clipped text")
+    Literal["summary", "full"], Meta(description="default summary; full restores clipped text")
 ]
 Hex64 = Annotated[str, Meta(pattern="^[0-9a-f]{64}$")]
+# 0 is the default (25), kept for older clients; the schema and the decoder share these bounds.
+SearchLimit = Annotated[int, Meta(ge=0, le=rules.MAX_SEARCH_LIMIT)]
+Day = Annotated[str, Meta(pattern=rules.DAY_PATTERN)]
 
 
 class Ref(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -48,7 +51,7 @@ class Ref(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 Order = Annotated[
-    Literal["", "newest", "oldest"], Meta(description="newest (default) or oldest, by UID")
+    Literal["", "newest", "oldest"], Meta(description="by UID; default newest")
 ]
 
 
@@ -66,13 +69,13 @@ class Search(Struct, forbid_unknown_fields=True):
         | UnsetType
     ) = UNSET
     message_id: Annotated[str, Meta(description="exact, case-sensitive")] | UnsetType = UNSET
-    since: str | UnsetType = UNSET
-    before: str | UnsetType = UNSET
+    since: Day | UnsetType = UNSET
+    before: Day | UnsetType = UNSET
     unread: bool | UnsetType | None = UNSET
     flagged: bool | UnsetType | None = UNSET
     attention: Annotated[bool, Meta(description="unread OR flagged, ANDed")] | UnsetType = UNSET
     cursor: str | UnsetType = UNSET
-    limit: int | UnsetType = UNSET
+    limit: SearchLimit | UnsetType = UNSET
 
     def __post_init__(self) -> None:
         if isinstance(self.folder, str) and self.folder:
@@ -89,7 +92,7 @@ class Search(Struct, forbid_unknown_fields=True):
         before = rules.parse_day(self.before, "search.before") if self.before else None
         if since and before and not since < before:
             raise ValueError("search.since must be earlier than search.before")
-        _check_cursor_and_limit(self.cursor, self.limit)
+        _check_cursor(self.cursor)
 
 
 class ConversationSearch(Struct, forbid_unknown_fields=True):
@@ -98,19 +101,17 @@ class ConversationSearch(Struct, forbid_unknown_fields=True):
     folder: str | UnsetType = UNSET
     order: Order | UnsetType = UNSET
     cursor: str | UnsetType = UNSET
-    limit: int | UnsetType = UNSET
+    limit: SearchLimit | UnsetType = UNSET
 
     def __post_init__(self) -> None:
         if isinstance(self.folder, str) and self.folder:
             rules.check_folder_name(self.folder, "search.folder")
-        _check_cursor_and_limit(self.cursor, self.limit)
+        _check_cursor(self.cursor)
 
 
-def _check_cursor_and_limit(cursor: str | UnsetType, limit: int | UnsetType) -> None:
+def _check_cursor(cursor: str | UnsetType) -> None:
     if isinstance(cursor, str) and len(cursor) > rules.MAX_CURSOR_CHARS:
         raise ValueError(f"search.cursor must be at most {rules.MAX_CURSOR_CHARS} characters")
-    if isinstance(limit, int) and not 0 <= limit <= 100:
-        raise ValueError("search.limit must be 1-100 (0 means the default 25)")
 
 
 class AttachmentIn(Struct, forbid_unknown_fields=True):

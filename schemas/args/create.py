@@ -64,6 +64,7 @@ class ReviseDraft(_Create, tag="revise_draft"):
     folder: str | UnsetType = UNSET
 
     def __post_init__(self) -> None:
+        rules.check_hex(self.source_digest, 64, "source_digest")  # the pattern lets "\n" end it
         if not self.changes.present():
             raise ValueError(
                 "revise_draft: changes must name at least one field; omit a field to keep it"

@@ -11,6 +11,9 @@ from schemas.args.common import Message, Ref
 from schemas.args.create import SourceDigest
 
 QuoteOriginal = Annotated[bool, Meta(description="default true; omit for eml/none")]
+# Any case: a well-formed digest that is not the prepared one (another digit, or upper case)
+# is the ledger's generic refusal (docs/acceptance/sending.md row 20), not a shape error.
+CONFIRMED_DIGEST = "^[0-9a-fA-F]{64}$"
 
 
 class _Prepare(Struct, tag_field="action", forbid_unknown_fields=True):
@@ -48,7 +51,7 @@ class PrepareForward(_Prepare, tag="forward"):
     original_mode: (
         Annotated[
             Literal["", "quoted", "eml", "none"],
-            Meta(description="quoted (default); eml attaches it minus Bcc; none omits"),
+            Meta(description="default quoted; eml attaches it minus Bcc; none omits"),
         ]
         | UnsetType
     ) = UNSET
@@ -77,6 +80,9 @@ class PrepareDraft(_Prepare, tag="draft"):
     reference: Ref
     source_digest: SourceDigest
 
+    def __post_init__(self) -> None:
+        rules.check_hex(self.source_digest, 64, "source_digest")  # the pattern lets "\n" end it
+
 
 PREPARE_ACTIONS: tuple[type[_Prepare], ...] = (
     PrepareDraft,
@@ -91,24 +97,19 @@ class SendConfirmed(Struct, forbid_unknown_fields=True):
     """Dispatch one approved preparation exactly once."""
 
     prepared_id: Annotated[str, Meta(description="exact, from mail_prepare")]
-    confirmed_digest: Annotated[str, Meta(description="digest of the approved preview")]
+    confirmed_digest: Annotated[
+        str, Meta(pattern=CONFIRMED_DIGEST, description="approved preview's digest")
+    ]
     append_sent: Annotated[
         bool,
         Meta(
             description=(
                 "false if capabilities say smtp_stores_sent; true files a Sent copy (needs "
-                "write scope and gate)"
+                "write scope + gate)"
             )
         ),
     ]
 
     def __post_init__(self) -> None:
         rules.check_hex(self.prepared_id, 32, "prepared_id")
-        # Only the shape is checked here: a digest that is well formed but not the one that was
-        # prepared (another digit, or upper case) is the ledger's generic refusal (check 20).
-        if (
-            len(self.confirmed_digest) != 64
-            or not self.confirmed_digest.isascii()
-            or not all(ch in "0123456789abcdefABCDEF" for ch in self.confirmed_digest)
-        ):
-            raise ValueError("confirmed_digest must be the 64 hex characters of the preview digest")
+        rules.check_whole(CONFIRMED_DIGEST, self.confirmed_digest, "confirmed_digest")

@@ -6,16 +6,17 @@ from typing import Annotated
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from schemas import rules
 from schemas.args.common import ConversationSearch, Detail, Ref, Search
 
 SearchArg = Annotated[
     Search,
     Meta(
         description=(
-            "ANDed filters; default folder INBOX, limit 25 (1-100). query: literal text, not "
-            "Gmail syntax. since/before: YYYY-MM-DD arrival, inclusive/exclusive. Pass "
-            "next_cursor as cursor with the same filters/order, even after empty pages. "
-            "conversation: folder/order/cursor/limit only."
+            "ANDed filters; default folder INBOX, limit 25. query: literal text, not Gmail "
+            "syntax. since/before: arrival day, inclusive/exclusive. Pass next_cursor as "
+            "cursor, same filters/order, even after empty pages. conversation: "
+            "folder/order/cursor/limit only."
         )
     ),
 ]
@@ -81,8 +82,8 @@ class ReadMany(_Query, tag="read_many"):
             min_length=1,
             max_length=10,
             description=(
-                "1-10 distinct. If stopped, resume at zero-based next_index with the rest, a "
-                "bigger budget, or single reads."
+                "Distinct. If stopped, resume at zero-based next_index with the rest, a bigger "
+                "budget, or single reads."
             ),
         ),
     ]
@@ -126,6 +127,9 @@ class SendStatus(_Query, tag="send_status"):
     """Project the recorded state of one preparation without any network contact."""
 
     prepared_id: Annotated[str, Meta(pattern="^[0-9a-f]{32}$")]
+
+    def __post_init__(self) -> None:
+        rules.check_hex(self.prepared_id, 32, "prepared_id")  # the pattern lets "\n" end it
 
 
 QUERY_ACTIONS: tuple[type[_Query], ...] = (

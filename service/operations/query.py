@@ -10,6 +10,7 @@ from schemas.args.query import Capabilities, Folders
 from schemas.results import GMAIL_DELETE_RESTRICTION, CapabilitiesResult, FoldersResult
 from service.context import AppContext
 from service.principal import Principal
+from service.readiness import operator_blockers, readiness
 
 
 def require_mailbox(app: AppContext) -> Mailbox:
@@ -22,27 +23,22 @@ def require_mailbox(app: AppContext) -> Mailbox:
 async def capabilities(
     app: AppContext, principal: Principal, args: Capabilities
 ) -> CapabilitiesResult:
-    """Report the server's IMAP capabilities together with the operator's effective gates."""
+    """Report the server's IMAP capabilities, the operator's gates and this caller's readiness."""
     server = await require_mailbox(app).capabilities()
-    gmail = server.gmail_labels
+    report = readiness(app, principal, server)
+    send_off = operator_blockers(report.send.blocked_by)
     return CapabilitiesResult(
         server=server,
-        mailbox_writes_enabled=app.gates.writes,
-        permanent_delete_enabled=(
-            app.gates.writes and app.gates.delete and server.permanent_delete and not gmail
-        ),
-        send_enabled=app.send_ready,
+        mailbox_writes_enabled=not operator_blockers(report.write.blocked_by),
+        permanent_delete_enabled=not operator_blockers(report.delete.blocked_by),
+        send_enabled=not send_off,
         smtp_stores_sent=app.smtp_stores_sent or server.smtp_stores_sent,
-        permanent_delete_restriction=GMAIL_DELETE_RESTRICTION if gmail else UNSET,
-        send_disabled_reason=UNSET if app.send_ready else send_disabled_reason(app),
+        readiness=report,
+        permanent_delete_restriction=(
+            GMAIL_DELETE_RESTRICTION if server.gmail_labels else UNSET
+        ),
+        send_disabled_reason=send_off[0].reason if send_off else UNSET,
     )
-
-
-def send_disabled_reason(app: AppContext) -> str:
-    """Say why sending is off: the operator's gate, or what the store's self-check found."""
-    if not app.gates.send:
-        return "the operator has not enabled sending (MAIL_ENABLE_SEND=1)"
-    return app.sending.reason or "the durable send store is not usable"
 
 
 async def folders(app: AppContext, principal: Principal, args: Folders) -> FoldersResult:

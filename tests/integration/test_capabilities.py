@@ -2,13 +2,44 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 
-from support.inprocess import mcp_client
+from support.imap_proxy import ImapProxy
+from support.inprocess import ALL_SCOPES, mcp_client
 
 ALL_GATES = {"MAIL_ENABLE_WRITES": "1", "MAIL_ENABLE_SEND": "1", "MAIL_ENABLE_DELETE": "1"}
+READY = {"ready": True}
+LOCAL_SEND = "mail.send is not in ANGELOS_LOCAL_SCOPES, which the operator sets"
+NO_STORE = (
+    "sending requires explicit server enablement and a durable send store: no durable send "
+    "store is configured"
+)
+# A reference whose uid_validity matches no folder: a call that gets past the access rule is
+# answered stale_reference by the mailbox and changes nothing.
+NOWHERE = {"folder": "INBOX", "uid_validity": 1, "uid": 1}
+# One harmless call per operation class.
+PROBES: dict[str, tuple[str, dict[str, Any]]] = {
+    "read": ("mail_query", {"action": "folders"}),
+    "write": (
+        "mail_modify",
+        {"action": "flags", "reference": NOWHERE, "operation": "add", "flags": ["\\Seen"]},
+    ),
+    "delete": ("mail_delete_permanently", NOWHERE),
+    "send": (
+        "mail_send_confirmed",
+        {"prepared_id": uuid.uuid4().hex, "confirmed_digest": "0" * 64, "append_sent": False},
+    ),
+    "send_status": ("mail_query", {"action": "send_status", "prepared_id": uuid.uuid4().hex}),
+}
+REFUSAL_CODES = {
+    "scope": "insufficient_scope",
+    "gate": "deployment_disabled",
+    "store": "deployment_disabled",
+    "provider": "unsupported_operation",
+}
 
 
 async def capabilities(env: dict[str, str], scopes: tuple[str, ...] = ("mail.read",)) -> Any:
@@ -66,6 +97,112 @@ class TestCapabilities:
         for value in ("", "true", "yes", "0"):
             body = await capabilities({**services.product_env, "MAIL_ENABLE_SEND": value})
             assert body["send_enabled"] is False
+
+
+class TestReadiness:
+    async def test_send_gate_on_with_default_scopes_reports_send_blocked_by_the_scope(
+        self, services: Any
+    ) -> None:
+        body = await capabilities({**services.product_env, "MAIL_ENABLE_SEND": "1"})
+        assert body["send_enabled"] is True
+        assert {
+            "ready": False,
+            "blocked_by": [{"kind": "scope", "reason": LOCAL_SEND, "scope": "mail.send"}],
+        } == body["readiness"]["send"]
+
+    async def test_prepare_refuses_with_the_scope_capabilities_reported(
+        self, services: Any
+    ) -> None:
+        env = {**services.product_env, "MAIL_ENABLE_SEND": "1"}
+        async with mcp_client(env, ("mail.read",)) as (client, _):
+            result = await client.call_tool(
+                "mail_prepare", {"action": "new", "message": {"to": ["pat@example.test"]}}
+            )
+        body = result.structured_content
+        assert result.is_error is True and body is not None
+        assert ("insufficient_scope", "mail.send") == (body["error_code"], body["required_scope"])
+        assert f"insufficient OAuth scope ({LOCAL_SEND})" == body["error"]
+
+    async def test_every_class_is_ready_with_every_gate_scope_and_the_store(
+        self, services: Any
+    ) -> None:
+        body = await capabilities({**services.product_env, **ALL_GATES}, ALL_SCOPES)
+        assert {
+            "read": READY,
+            "write": READY,
+            "delete": READY,
+            "send": READY,
+            "send_status": READY,
+        } == body["readiness"]
+
+    async def test_without_a_store_send_and_send_status_name_the_store(
+        self, services: Any
+    ) -> None:
+        env = {**services.product_env, **ALL_GATES, "ANGELOS_REDIS_URL": "off"}
+        body = await capabilities(env, ALL_SCOPES)
+        readiness = body["readiness"]
+        assert (READY, READY, READY) == (
+            readiness["read"],
+            readiness["write"],
+            readiness["delete"],
+        )
+        assert {"ready": False, "blocked_by": [{"kind": "store", "reason": NO_STORE}]} == (
+            readiness["send"]
+        )
+        assert ["store"] == [b["kind"] for b in readiness["send_status"]["blocked_by"]]
+        assert NO_STORE == body["send_disabled_reason"]
+
+    async def test_gates_off_name_each_variable_in_check_order(self, services: Any) -> None:
+        body = await capabilities(services.product_env, ALL_SCOPES)
+        variables = {
+            op: [b.get("variable") for b in body["readiness"][op].get("blocked_by", [])]
+            for op in ("write", "delete", "send")
+        }
+        assert {
+            "write": ["MAIL_ENABLE_WRITES"],
+            "delete": ["MAIL_ENABLE_WRITES", "MAIL_ENABLE_DELETE"],
+            "send": ["MAIL_ENABLE_SEND"],
+        } == variables
+
+    @pytest.mark.parametrize(
+        ("env", "scopes"),
+        [
+            ({"MAIL_ENABLE_SEND": "1"}, ("mail.read",)),
+            (ALL_GATES, ALL_SCOPES),
+            ({**ALL_GATES, "ANGELOS_REDIS_URL": "off"}, ALL_SCOPES),
+            ({}, ("mail.read", "mail.write")),
+        ],
+        ids=["send-gate-default-scopes", "all-ready", "no-store", "gates-off"],
+    )
+    async def test_every_call_answers_what_capabilities_reported_for_its_class(
+        self, services: Any, env: dict[str, str], scopes: tuple[str, ...]
+    ) -> None:
+        async with mcp_client({**services.product_env, **env}, scopes) as (client, _):
+            reported = await client.call_tool("mail_query", {"action": "capabilities"})
+            readiness = reported.structured_content["readiness"]
+            refused = {}
+            for op, (tool, arguments) in PROBES.items():
+                result = await client.call_tool(tool, arguments)
+                code = (result.structured_content or {}).get("error_code")
+                refused[op] = code if result.is_error and code in REFUSAL_CODES.values() else None
+        expected = {
+            op: None if verdict["ready"] else REFUSAL_CODES[verdict["blocked_by"][0]["kind"]]
+            for op, verdict in readiness.items()
+        }
+        assert expected == refused
+
+
+    async def test_without_uidplus_delete_is_blocked_by_the_provider_as_a_call_finds(
+        self, services: Any
+    ) -> None:
+        async with ImapProxy(services, hide_capabilities=["UIDPLUS"]) as proxy:
+            env = {**services.product_env, **ALL_GATES, "IMAP_PORT": str(proxy.port)}
+            async with mcp_client(env, ALL_SCOPES) as (client, _):
+                reported = await client.call_tool("mail_query", {"action": "capabilities"})
+                result = await client.call_tool(*PROBES["delete"])
+        blocked_by = reported.structured_content["readiness"]["delete"]["blocked_by"]
+        assert ["provider"] == [b["kind"] for b in blocked_by]
+        assert "unsupported_operation" == result.structured_content["error_code"]
 
 
 class TestFolders:

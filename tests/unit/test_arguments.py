@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from schemas import errors
 from schemas.args import modify, query
-from schemas.discovery import TOOLS_BY_NAME
+from schemas.discovery import TOOLS_BY_NAME, tool_entries
 from service.pipeline import action_name, decode_arguments
 
 REF = {"folder": "INBOX", "uid_validity": 12345, "uid": 678}
@@ -299,3 +300,95 @@ class TestDecoding:
         with pytest.raises(errors.InvalidArguments) as caught:
             decode("mail_query", {"action": "read", "reference": REF, "detail": "x" * 5000})
         assert len(caught.value.message) < 400
+
+
+def advertised(tool: str, *path: str) -> dict[str, Any]:
+    """Return one property's schema from tools/list, following `properties` down `path`."""
+    node = next(e for e in tool_entries() if e["name"] == tool)["inputSchema"]
+    for name in path:
+        node = node["properties"][name]
+    assert isinstance(node, dict)
+    return node
+
+
+def decodes(tool: str, arguments: dict[str, Any]) -> bool:
+    try:
+        decode(tool, arguments)
+    except errors.InvalidArguments:
+        return False
+    return True
+
+
+class TestSchemaAndDecoderAgree:
+    """What tools/list advertises for a limit is exactly what the decoder accepts."""
+
+    @pytest.mark.parametrize(
+        ("limit", "admitted"), [(-1, False), (0, True), (1, True), (100, True), (101, False)]
+    )
+    def test_search_limit(self, limit: int, admitted: bool) -> None:
+        schema = advertised("mail_query", "search", "limit")
+        assert (admitted, admitted) == (
+            Draft202012Validator(schema).is_valid(limit),
+            decodes("mail_query", {"action": "search", "search": {"limit": limit}}),
+        )
+
+    @pytest.mark.parametrize("key", ["since", "before"])
+    @pytest.mark.parametrize(
+        ("day", "admitted"),
+        [
+            ("2026-01-31", True),
+            ("2026-1-31", False),
+            ("x2026-01-31", False),
+            ("2026-01-310", False),
+        ],
+    )
+    def test_search_days(self, key: str, day: str, admitted: bool) -> None:
+        schema = advertised("mail_query", "search", key)
+        assert (admitted, admitted) == (
+            Draft202012Validator(schema).is_valid(day),
+            decodes("mail_query", {"action": "search", "search": {key: day}}),
+        )
+
+    @pytest.mark.parametrize(
+        ("digest", "admitted"),
+        [(DIGEST, True), (DIGEST.upper(), True), (DIGEST[1:], False), ("g" * 64, False)],
+    )
+    def test_confirmed_digest(self, digest: str, admitted: bool) -> None:
+        schema = advertised("mail_send_confirmed", "confirmed_digest")
+        call = {"prepared_id": PID, "confirmed_digest": digest, "append_sent": False}
+        assert (admitted, admitted) == (
+            Draft202012Validator(schema).is_valid(digest),
+            decodes("mail_send_confirmed", call),
+        )
+
+    @pytest.mark.parametrize(
+        ("tool", "arguments"),
+        [
+            ("mail_query", {"action": "search", "search": {"since": "2026-01-31\n"}}),
+            ("mail_query", {"action": "search", "search": {"before": "2026-01-31\n"}}),
+            ("mail_query", {"action": "send_status", "prepared_id": PID + "\n"}),
+            (
+                "mail_send_confirmed",
+                {"prepared_id": PID, "confirmed_digest": DIGEST + "\n", "append_sent": False},
+            ),
+            ("mail_prepare", {"action": "draft", "reference": REF, "source_digest": DIGEST + "\n"}),
+            (
+                "mail_create",
+                {
+                    "action": "revise_draft",
+                    "reference": REF,
+                    "source_digest": DIGEST + "\n",
+                    "changes": {"subject": "x"},
+                },
+            ),
+        ],
+    )
+    def test_a_trailing_newline_that_pythons_dollar_admits_is_refused(
+        self, tool: str, arguments: dict[str, Any]
+    ) -> None:
+        assert decodes(tool, arguments) is False
+
+    def test_a_day_in_other_digits_is_refused_as_json_schemas_ascii_digit_says(self) -> None:
+        arabic_indic = "\u0662\u0660\u0662\u0666-\u0660\u0661-\u0663\u0661"
+        call = {"action": "search", "search": {"since": arabic_indic}}
+        assert decodes("mail_query", call) is False

@@ -15,6 +15,7 @@ from schemas.discovery import (
     compact_bytes,
     tool_entries,
 )
+from schemas.rules import DAY_PATTERN, MAX_SEARCH_LIMIT
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "tools-list.json"
 BASELINE_01 = 14_886  # the 0.1.0 baseline, never changed to make growth fit
@@ -159,15 +160,21 @@ class TestShape:
         for name in ("mail_create", "mail_prepare"):
             props = tools[name]["inputSchema"]["properties"]
             assert "^[0-9a-f]{64}$" == props["source_digest"]["pattern"]
+        search = query["properties"]["search"]["properties"]
+        assert (0, MAX_SEARCH_LIMIT) == (search["limit"]["minimum"], search["limit"]["maximum"])
+        assert [DAY_PATTERN, DAY_PATTERN] == [search[k]["pattern"] for k in ("since", "before")]
+        confirmed = tools["mail_send_confirmed"]["inputSchema"]["properties"]["confirmed_digest"]
+        assert "^[0-9a-fA-F]{64}$" == confirmed["pattern"]
 
-    def test_only_unread_and_flagged_advertise_null(self, entries: list[dict[str, Any]]) -> None:
-        nullable: list[str] = []
+    def test_every_type_is_one_name_without_unions(self, entries: list[dict[str, Any]]) -> None:
+        unions: list[str] = []
 
         def walk(node: Any, path: str) -> None:
             if isinstance(node, dict):
                 kind = node.get("type")
-                if isinstance(kind, list) and "null" in kind:
-                    nullable.append(path)
+                if (kind is not None and not isinstance(kind, str)) or kind == "null":
+                    unions.append(f"{path}.type")
+                unions.extend(f"{path}.{key}" for key in ("anyOf", "oneOf", "allOf") if key in node)
                 for key, value in node.items():
                     walk(value, f"{path}.{key}")
             elif isinstance(node, list):
@@ -176,10 +183,16 @@ class TestShape:
 
         for entry in entries:
             walk(entry["inputSchema"], entry["name"])
-        assert [
-            "mail_query.properties.search.properties.flagged",
-            "mail_query.properties.search.properties.unread",
-        ] == sorted(nullable)
+        assert [] == unions
+
+    def test_unread_and_flagged_advertise_plain_booleans(
+        self, entries: list[dict[str, Any]]
+    ) -> None:
+        search = by_name(entries)["mail_query"]["inputSchema"]["properties"]["search"]
+        assert [{"type": "boolean"}, {"type": "boolean"}] == [
+            search["properties"]["unread"],
+            search["properties"]["flagged"],
+        ]
 
     def test_no_title_output_schema_or_default_anywhere(
         self, entries: list[dict[str, Any]]
