@@ -1,4 +1,4 @@
-"""The per-send hash chain (spec/sending.md §8.4.3): genesis, event hash, optional MAC, checks."""
+"""The per-send hash chain: genesis, event hash, optional MAC, checks."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def chain_problems(
     key: bytes | None = None,
     skew_ms: int | None = DEFAULT_SKEW_MS,
 ) -> list[ChainProblem]:
-    """List every chain finding of §8.13 items 1-6 for one stream (empty when it verifies)."""
+    """List every chain finding of one stream: IDs, canonical form, hashes, links, MACs, times."""
     return _walk(pid, entries, key, skew_ms)[0]
 
 

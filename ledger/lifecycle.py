@@ -1,4 +1,4 @@
-"""The lifecycle state machine of one send (spec/sending.md §8.6) as data and pure functions.
+"""The lifecycle state machine of one send as data and pure functions.
 
 `TRANSITIONS` is the single source of truth: the fold below uses it, and ledger/store/scripts.py
 renders the same table into the Lua append script, so Python and Redis cannot disagree.
@@ -133,7 +133,7 @@ def guards_hold(rule: Rule, data: EventData) -> bool:
 
 
 def advance(lifecycle: Lifecycle, event: Event, srv_ms: int | None = None) -> Lifecycle:
-    """Apply one event to a lifecycle; raise InvalidTransition for anything §8.6 forbids.
+    """Apply one event to a lifecycle; raise InvalidTransition for anything the table forbids.
 
     `srv_ms` is the server time the event was stored at (or will be); when given, `expired`
     must not precede the preparation deadline.

@@ -1,4 +1,4 @@
-"""The pure projection of one ledger stream to the public `send_status` answer (§4.3, §8.9)."""
+"""The pure projection of one ledger stream to the public `send_status` answer."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def _owns(first: LedgerEntry, owner: str | None) -> bool:
 
 
 def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
-    """Map a folded lifecycle to the public table of §8.6 plus `sent_filing` and `recovered`."""
+    """Map a folded lifecycle to its public status (docs/ledger.md) plus `sent_filing` etc."""
     prepared = lifecycle.prepared
     if prepared is None:
         return UNAVAILABLE

@@ -13,7 +13,7 @@ from schemas.mailbox import Folder, Reference, ServerCapabilities
 from schemas.mutations import FlagResult, MutationResult
 from schemas.search import ConversationQuery, SearchQuery, SummaryPage
 
-RAW_PREFIX = 5 * 1024 * 1024  # bytes of a message a read may use (tools.md §7.6)
+RAW_PREFIX = 5 * 1024 * 1024  # bytes of a message a read may use
 
 
 class RawMessage(Struct, frozen=True):
@@ -52,23 +52,23 @@ class Mailbox(Protocol):
     """One configured mailbox; every method raises only schemas.errors types."""
 
     async def capabilities(self) -> ServerCapabilities:
-        """Report what the server supports (the `server` object of tools.md §7.1)."""
+        """Report what the server supports (the `server` object of capabilities)."""
         ...
 
     async def folders(self) -> list[Folder]:
-        """List every folder in server order (tools.md §7.2)."""
+        """List every folder in server order."""
         ...
 
     async def search(self, query: SearchQuery) -> SummaryPage:
-        """Run one bounded search or triage window (tools.md §7.3-7.4)."""
+        """Run one bounded search or triage window."""
         ...
 
     async def conversation(self, query: ConversationQuery) -> SummaryPage:
-        """Run one bounded window of a same-folder conversation (tools.md §7.5)."""
+        """Run one bounded window of a same-folder conversation."""
         ...
 
     async def read_raw(self, reference: Reference) -> RawMessage:
-        """Read one message with BODY.PEEK, never setting \\Seen (tools.md §7.6)."""
+        """Read one message with BODY.PEEK, never setting \\Seen."""
         ...
 
     async def append_sent(self, raw: bytes) -> Appended:
@@ -80,23 +80,23 @@ class Mailbox(Protocol):
         ...
 
     async def create_folder(self, name: str) -> None:
-        """CREATE one folder (tools.md §8.1); never retried."""
+        """CREATE one folder; never retried."""
         ...
 
     async def rename_folder(self, old: str, new: str) -> None:
-        """RENAME one folder, visible to every client (tools.md §9.2); never retried."""
+        """RENAME one folder, visible to every client; never retried."""
         ...
 
     async def copy(self, reference: Reference, destination: str) -> MutationResult:
-        """Copy one message to an existing folder (tools.md §8.2)."""
+        """Copy one message to an existing folder."""
         ...
 
     async def move(self, reference: Reference, destination: str) -> MutationResult:
-        """Move one message with the server's native MOVE (tools.md §9.3)."""
+        """Move one message with the server's native MOVE."""
         ...
 
     async def trash(self, reference: Reference) -> MutationResult:
-        """Move one message to the single advertised Trash folder (tools.md §9.4)."""
+        """Move one message to the single advertised Trash folder."""
         ...
 
     async def change_flags(
@@ -106,11 +106,11 @@ class Mailbox(Protocol):
         flags: Sequence[str],
         unchanged_since: int = 0,
     ) -> FlagResult:
-        """Add or remove flags on one message, conditionally under CONDSTORE (tools.md §9.1)."""
+        """Add or remove flags on one message, conditionally under CONDSTORE."""
         ...
 
     async def delete_permanently(self, reference: Reference) -> MutationResult:
-        """Expunge exactly one message by UID and confirm it is gone (tools.md §10)."""
+        """Expunge exactly one message by UID and confirm it is gone."""
         ...
 
     def reader(self) -> AbstractAsyncContextManager[RawReader]:

@@ -1,7 +1,7 @@
 """Outbound destination safety for mail clients: vetted DNS answers and the TLS context.
 
 Every mail connection (IMAP, SMTP) resolves its host once, refuses the whole host when any
-answer is non-public (auth-config §7.1; loopback/private allowed only by
+answer is non-public (loopback and private addresses are allowed only by
 MAIL_ALLOW_PRIVATE_HOSTS), and dials the vetted numeric addresses itself, so no second lookup
 can reopen a DNS-rebinding window.
 """
@@ -22,7 +22,7 @@ MAX_ADDRESSES = 32
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 SockAddr = tuple[Any, ...]
 
-# auth-config §7.1: non-public destinations for mail clients (224/3 and 3fff::/20 included).
+# Non-public destinations for mail clients (224/3 and 3fff::/20 included).
 _BLOCKED_V4 = tuple(
     ipaddress.IPv4Network(n)
     for n in (
@@ -50,7 +50,7 @@ _RESERVED_V4 = ipaddress.IPv4Network("240.0.0.0/4")  # includes the limited broa
 
 
 def is_public_address(address: IPAddress) -> bool:
-    """Tell whether a mail host may be dialled at `address` under auth-config §7.1."""
+    """Tell whether a mail host may be dialled at `address` (public, or private when allowed)."""
     if isinstance(address, ipaddress.IPv6Address):
         if address.scope_id:
             return False

@@ -2,7 +2,7 @@
 
 `SourceMessage` is filled by the service from an exact read; `ComposedMessage` is the private
 payload (wire bytes, envelope, digest); the `*Preview` Structs are the mail_prepare results
-(tools.md §5.11, §12.2, §12.4, §12.5; sending.md §2.9), always complete and never clipped.
+, always complete and never clipped.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class AttachmentSummary(Struct, frozen=True):
 
 
 class SourceExtras(Struct, kw_only=True):
-    """What a reply or forward adds to its preparation (tools.md §12.2, §12.4)."""
+    """What a reply or forward adds to its preparation."""
 
     source: Reference
     source_message_id: str
@@ -102,7 +102,7 @@ class ComposedMessage(Struct, kw_only=True):
 
 
 class PreparePreview(Struct, kw_only=True):
-    """The complete preview every mail_prepare success returns (tools.md §5.11)."""
+    """The complete preview every mail_prepare success returns."""
 
     prepared_id: str
     digest: str
@@ -138,7 +138,7 @@ class SourcedPreparePreview(PreparePreview, kw_only=True):
 
 
 class DraftPreparePreview(PreparePreview, kw_only=True):
-    """The preview of a prepared saved draft (tools.md §12.5)."""
+    """The preview of a prepared saved draft."""
 
     source_reference: Reference
     source_digest: str

@@ -1,4 +1,4 @@
-"""The approval digest (sending.md §2.8): composition computes it, dispatch verifies it."""
+"""The approval digest: composition computes it, dispatch verifies it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Results of the drafts lifecycle: structured read and revision (tools.md §7.8, §8.4).
+"""Results of the drafts lifecycle: structured read and revision.
 
-The `message` of a draft read has the composition shape (tools.md §11), so an agent can edit it
+The `message` of a draft read has the composition shape, so an agent can edit it
 and hand members back as `changes` without translation. A saved draft's result is the shared
-mutation result (schemas.mutations, tools.md §5.9).
+mutation result (schemas.mutations).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The application error object every failed tool call returns (tools.md §6.1-6.2)."""
+"""The application error object every failed tool call returns."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Typed errors every room raises; the service maps them to the wire error object (tools.md §6).
+"""Typed errors every room raises; the service maps them to the wire error object.
 
-The class says what the caller may conclude; `code` is the stable `error_code` of tools.md §6.2.
+The class says what the caller may conclude; `code` is the stable `error_code` that
+docs/tools.md lists under Errors.
 Messages are ours alone: never credentials, provider response text or message content.
 """
 
@@ -10,7 +11,7 @@ from typing import ClassVar
 
 
 class MailError(Exception):
-    """Base of every classified failure; `outcome` carries a partial outcome (tools.md §6.5)."""
+    """Base of every classified failure; `outcome` carries a partial outcome."""
 
     code: ClassVar[str] = "operation_failed"
     default_message: ClassVar[str] = "the operation failed"

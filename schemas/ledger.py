@@ -1,4 +1,4 @@
-"""The send ledger's wire truth (spec/sending.md §8.4-§8.5): every event, its canonical bytes,
+"""The send ledger's wire truth: every event, its canonical bytes,
 the private payload, the stored entry, and the typed errors of the ledger room.
 
 Canonical form: only objects, arrays, printable-ASCII strings without `"` or `\\`, booleans and
@@ -29,7 +29,7 @@ from schemas.ledger_events import (
 )
 
 # ---------------------------------------------------------------------------------------------
-# Envelope (§8.4.1) and canonical encoding (§8.4.2)
+# Envelope and canonical encoding
 
 
 class Event(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -113,7 +113,7 @@ def _where(exc: msgspec.ValidationError, root: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Stored entry (§8.4.3) — also the export line of §8.13
+# Stored entry — also the export line of `angelos ledger export`
 
 
 class LedgerEntry(Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -136,7 +136,7 @@ class LedgerEntry(Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 # ---------------------------------------------------------------------------------------------
-# Private payload (§8.4.4): msgpack, never part of the ledger
+# Private payload: msgpack, never part of the ledger
 
 
 class PayloadAttachment(Struct, frozen=True, forbid_unknown_fields=True):
@@ -201,7 +201,7 @@ class LedgerCorrupt(OperationFailed):
 
 
 class InvalidTransition(LedgerCorrupt):
-    """An event does not follow the lifecycle state machine (§8.6)."""
+    """An event does not follow the lifecycle state machine."""
 
     default_message = "the send ledger holds an invalid lifecycle transition"
 
@@ -253,7 +253,7 @@ PUBLIC_STAGES: Final = frozenset(
 
 
 class SendStatusResult(Struct, frozen=True, kw_only=True):
-    """The `send_status` answer (§4.3); `unavailable` carries only status, delivery_verified,
+    """The `send_status` answer; `unavailable` carries only status, delivery_verified,
     warning."""
 
     status: Literal[
@@ -273,7 +273,7 @@ UNAVAILABLE: Final = SendStatusResult(status="unavailable")
 
 
 class SelfCheckReport(Struct, frozen=True, kw_only=True):
-    """The §8.2 startup self-check: whether sending may use this store, and why not."""
+    """The store's startup self-check: whether sending may use this store, and why not."""
 
     usable: bool
     reason: str

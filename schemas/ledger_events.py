@@ -1,4 +1,4 @@
-"""The send ledger's events (spec/sending.md §8.5): canonical scalars, one Struct per event type,
+"""The send ledger's events: canonical scalars, one Struct per event type,
 and the catalogue sets the state machine and the scripts use.
 """
 
@@ -15,11 +15,11 @@ from schemas.submission import SmtpRejectReason
 
 MAX_INT: Final = 2**53 - 1
 MAX_MESSAGE_ID_BYTES: Final = 997
-MAX_ENTRIES: Final = 128  # a stream with more entries is corrupt (§8.7)
+MAX_ENTRIES: Final = 128  # a stream with more entries is corrupt
 
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _DOT_ATOM = rf"{_ATEXT}+(?:\.{_ATEXT}+)*"
-# §1.5 Message-ID validator, restricted to the canonical alphabet (no `"` or `\` anywhere).
+# The Message-ID validator, restricted to the canonical alphabet (no `"` or `\` anywhere).
 MESSAGE_ID_PATTERN: Final = rf"^<{_DOT_ATOM}@(?:{_DOT_ATOM}|\[[!#-Z^-~]*\])>$"
 
 Int53 = Annotated[int, Meta(ge=0, le=MAX_INT)]
@@ -47,7 +47,7 @@ PublicStatus = Literal["prepared", "sending", "accepted", "rejected", "unknown",
 SentFiling = Literal["pending", "saved", "failed", "unknown", "skipped"]
 
 # ---------------------------------------------------------------------------------------------
-# Event data (§8.5). Every class names its event type; fields are exactly the catalogue's.
+# Event data. Every class names its event type; fields are exactly the catalogue's.
 
 
 class _Data(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

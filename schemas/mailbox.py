@@ -9,7 +9,7 @@ from schemas.args.common import Ref
 # One shape in and out: the reference a result returns is the one a call accepts.
 Reference = Ref
 
-# Special-use roles reported in `special_folders` (tools.md §7.1), keyed by the LIST attribute.
+# Special-use roles reported in `special_folders`, keyed by the LIST attribute.
 SPECIAL_USE_ROLES: dict[str, str] = {
     "\\ALL": "all",
     "\\ARCHIVE": "archive",
@@ -22,7 +22,7 @@ SPECIAL_USE_ROLES: dict[str, str] = {
 
 
 class Folder(Struct, frozen=True):
-    """One mailbox from LIST (tools.md §5.8); `delimiter` is "" when the server reports none."""
+    """One mailbox from LIST; `delimiter` is "" when the server reports none."""
 
     name: str
     delimiter: str
@@ -30,7 +30,7 @@ class Folder(Struct, frozen=True):
 
 
 class ServerCapabilities(Struct, frozen=True):
-    """The IMAP `server` object of the capabilities action (tools.md §7.1), no Graph fields."""
+    """The IMAP `server` object of the capabilities action, no Graph fields."""
 
     imap: list[str]
     move: bool

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from msgspec import Struct, field
 
-# The header keys a read may expose (tools.md §5.6), in display order; Bcc is never one of them.
+# The header keys a read may expose, in display order; Bcc is never one of them.
 SAFE_HEADER_KEYS: tuple[str, ...] = (
     "From",
     "To",
@@ -21,14 +21,14 @@ SAFE_HEADER_KEYS: tuple[str, ...] = (
 
 
 class Address(Struct, frozen=True, omit_defaults=True, kw_only=True):
-    """One mailbox of an address list (tools.md §5.3); `name` is omitted when empty."""
+    """One mailbox of an address list; `name` is omitted when empty."""
 
     name: str = ""
     address: str
 
 
 class AttachmentMeta(Struct, frozen=True, omit_defaults=True, kw_only=True):
-    """One attachment in MIME walk order (tools.md §5.7); `filename` is omitted when empty."""
+    """One attachment in MIME walk order; `filename` is omitted when empty."""
 
     index: int
     filename: str = ""

@@ -1,6 +1,6 @@
-"""Results of the guarded mailbox writes (tools.md §5.9, §5.10, §8.1, §9.2) and their outcomes.
+"""Results of the guarded mailbox writes and their outcomes.
 
-A failed mutation still says what it knows about its effect (tools.md §6.5): the error carries
+A failed mutation still says what it knows about its effect: the error carries
 one of these results as its `outcome`, attached by `outcome_on_error` at the step that failed.
 """
 
@@ -38,7 +38,7 @@ MARKED_DELETED_WARNINGS = [
 
 
 class MutationResult(Struct, kw_only=True, omit_defaults=True):
-    """Where a copy, move, trash or delete left the message (tools.md §5.9)."""
+    """Where a copy, move, trash or delete left the message."""
 
     source: Reference | UnsetType = UNSET
     destination: Reference | UnsetType = UNSET
@@ -47,7 +47,7 @@ class MutationResult(Struct, kw_only=True, omit_defaults=True):
 
 
 class FlagResult(Struct, kw_only=True, omit_defaults=True):
-    """The flags after a delta change and whether CONDSTORE protected it (tools.md §5.10)."""
+    """The flags after a delta change and whether CONDSTORE protected it."""
 
     reference: Reference
     flags: list[str]
@@ -94,7 +94,7 @@ def outcome_on_error(outcome: object) -> Iterator[None]:
         raise
 
 
-# The outcome an action reports when its arguments are refused (tools.md §6.5, check 83):
+# The outcome an action reports when its arguments are refused:
 # folder operations say plainly that nothing was created or renamed.
 REFUSED_ARGUMENT_OUTCOMES: dict[tuple[str, str], Struct] = {
     ("mail_create", "folder"): FolderCreated(created=False),

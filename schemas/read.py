@@ -1,4 +1,4 @@
-"""Results of read, read_many and attachment (tools.md §5.6, §7.6, §7.7, §7.9)."""
+"""Results of read, read_many and attachment."""
 
 from __future__ import annotations
 

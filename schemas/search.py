@@ -1,7 +1,7 @@
 """Search, triage and conversation: normalized inputs, message summaries and page shapes.
 
 Inputs arrive as the validated Structs of schemas.args; `search_query` and `conversation_query`
-apply the defaults of tools.md §7.3 (folder INBOX, order newest, limit 25, message_id
+apply the search defaults (folder INBOX, order newest, limit 25, message_id
 normalized) so every provider and every cursor sees one canonical form.
 """
 
@@ -19,7 +19,7 @@ from schemas.mailbox import Reference
 from schemas.messages import Address
 
 DEFAULT_LIMIT = 25  # the bounds are rules.MAX_SEARCH_LIMIT, enforced by the input Structs
-WINDOW_UIDS = 1000  # UID values (not messages) one call may scan (tools.md §7.3.1)
+WINDOW_UIDS = 1000  # UID values (not messages) one call may scan
 SYSTEM_FLAGS = frozenset({"\\seen", "\\flagged", "\\answered", "\\draft", "\\deleted", "\\recent"})
 
 Order = Literal["newest", "oldest"]
@@ -106,7 +106,7 @@ def _limit(value: int | UnsetType) -> int:
 
 
 def search_query(search: Search | UnsetType, operation: Operation) -> SearchQuery:
-    """Apply the defaults of tools.md §7.3 (triage forces attention) to decoded filters."""
+    """Apply the search defaults (triage forces attention) to decoded filters."""
     if not isinstance(search, Search):
         search = Search()
     message_id = _text(search.message_id)
@@ -133,7 +133,7 @@ def search_query(search: Search | UnsetType, operation: Operation) -> SearchQuer
 
 
 def conversation_query(args: Conversation) -> ConversationQuery:
-    """Apply the defaults of tools.md §7.5 to a decoded conversation request."""
+    """Apply the conversation defaults to a decoded conversation request."""
     ref = args.reference
     anchor = Reference(
         folder=ref.folder,
@@ -158,7 +158,7 @@ def conversation_query(args: Conversation) -> ConversationQuery:
 
 
 class MessageSummary(Struct, kw_only=True, omit_defaults=True):
-    """The full summary of one message (tools.md §5.4); `modseq` is omitted when 0."""
+    """The full summary of one message; `modseq` is omitted when 0."""
 
     reference: Reference
     subject: str
@@ -181,7 +181,7 @@ class MessageSummary(Struct, kw_only=True, omit_defaults=True):
 
 
 class CompactSummary(Struct, kw_only=True, omit_defaults=True):
-    """A summary-page row (tools.md §5.5): `uid` under the page's hoisted folder/uid_validity.
+    """A summary-page row: `uid` under the page's hoisted folder/uid_validity.
 
     `reference` appears only when the row's identity differs from the page's.
     """
@@ -218,7 +218,7 @@ def bound_flags(flags: list[str], limit: int = 100) -> list[str]:
     """Keep at most `limit` flags in server order without ever cutting off a system flag.
 
     A system flag past the cut replaces the last kept non-system flag, or failing that the
-    last kept duplicate of a system flag (tools.md §5.4).
+    last kept duplicate of a system flag.
     """
     if len(flags) <= limit:
         return list(flags)
@@ -262,7 +262,7 @@ Row = TypeVar("Row", CompactSummary, MessageSummary)
 
 
 class SearchPage(Struct, kw_only=True, omit_defaults=True):
-    """A search page in summary detail (tools.md §7.3.4): folder and uid_validity hoisted."""
+    """A search page in summary detail: folder and uid_validity hoisted."""
 
     folder: str
     uid_validity: int
@@ -273,7 +273,7 @@ class SearchPage(Struct, kw_only=True, omit_defaults=True):
 
 
 class SearchFullPage(Struct, kw_only=True, omit_defaults=True):
-    """A search page in full detail (tools.md §7.3.5): no hoisted folder, rows keep references."""
+    """A search page in full detail: no hoisted folder, rows keep references."""
 
     messages: list[MessageSummary]
     next_cursor: str | UnsetType = UNSET
@@ -283,7 +283,7 @@ class SearchFullPage(Struct, kw_only=True, omit_defaults=True):
 
 
 class PageCounts(Struct, kw_only=True):
-    """Overlapping counts over the returned rows only (tools.md §7.4)."""
+    """Overlapping counts over the returned rows only."""
 
     messages: int
     unread: int

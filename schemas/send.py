@@ -1,4 +1,4 @@
-"""Results of mail_send_confirmed (tools.md §13.3, sending.md §3.8)."""
+"""Results of mail_send_confirmed."""
 
 from __future__ import annotations
 

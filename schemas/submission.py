@@ -1,4 +1,4 @@
-"""What an SMTP submission is given and what it can conclude (spec/sending.md §3.5.1, §8.5).
+"""What an SMTP submission is given and what it can conclude.
 
 The exception classes say what the caller may conclude by type alone: `NotSent` means the
 message was provably not submitted (the end-of-data marker never left, or the server answered
@@ -19,7 +19,7 @@ SubmissionStage = Literal[
     "validation", "connection", "authentication", "envelope", "data", "acknowledgement"
 ]
 NOT_SENT_STAGES = frozenset(get_args(SubmissionStage))
-# sending.md §8.5 smtp_rejected.reason: the part an SMTP submission itself can report.
+# smtp_rejected.reason: the part an SMTP submission itself can report.
 SmtpRejectReason = Literal[
     "connect_failed",
     "tls_failed",
@@ -69,7 +69,7 @@ class SubmissionError(Exception):
 
 
 class NotSent(SubmissionError):
-    """The message was provably not submitted (sending.md §5 F2-F7): a new preparation is safe."""
+    """The message was provably not submitted: a new preparation is safe."""
 
     reason: NotSentReason
     reply_code: int
@@ -111,7 +111,7 @@ class NotSent(SubmissionError):
 
 
 class MaybeSent(SubmissionError):
-    """The end-of-data marker left and no definite reply came back (F8): never resend."""
+    """The end-of-data marker left and no definite reply came back: never resend."""
 
     cause: MaybeSentCause
 

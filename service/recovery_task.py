@@ -1,4 +1,4 @@
-"""The recovery background task every server process runs (spec/sending.md §8.10)."""
+"""The recovery background task every server process runs."""
 
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ async def open_store(store: StoreConfig) -> tuple[LedgerStore, EmbeddedRedis | N
 
 
 async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
-    """Open the store, run the §8.2 self-check, and arm the dispatcher when all is well."""
+    """Open the store, run its startup self-check, and arm the dispatcher when all is well."""
     store_config = config.store
     if store_config is None or store_config.mode == "off":
         return Sending(reason="no durable send store is configured")

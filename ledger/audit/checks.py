@@ -1,4 +1,4 @@
-"""The auditor's checks (spec/sending.md §8.13): chain, state machine, rules, index, verdicts.
+"""The auditor's checks: chain, state machine, rules, index, verdicts.
 
 Everything here is pure: it takes stored entries (from Redis through store.bulk, or from an
 export file) and returns findings. Nothing is written, nothing is guessed; a stream that fails a
@@ -27,7 +27,7 @@ from schemas.ledger_events import (
     SentFilingFailed,
 )
 
-# What recovery must have seen last when it wrote each classification (§8.13 item 9).
+# What recovery must have seen last when it wrote each classification.
 CLOSED_FROM: Final = {
     "not_attempted": "claimed",
     "not_submitted": "smtp_attempt_started",
@@ -70,7 +70,7 @@ class StreamAudit(Struct, frozen=True, kw_only=True):
 
 
 def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) -> StreamAudit:
-    """Check one stream (§8.13 items 1-9) and replay its public status as of `rules.as_of_ms`."""
+    """Check one stream and replay its public status as of `rules.as_of_ms`."""
     last_srv = max((entry.srv_ms for entry in entries), default=0)
     try:
         events = verified_events(pid, entries, key=rules.key)
@@ -151,7 +151,7 @@ def _rules(
     lifecycle: Lifecycle,
     rules: AuditRules,
 ) -> list[Finding]:
-    """§8.13 items 8 and 9: the claim matches the preparation; recovery waited and matched."""
+    """The claim matches the preparation; recovery waited out the grace and closed what it saw."""
     found: list[Finding] = []
     prepared = lifecycle.prepared
     claim_srv = lifecycle.claimed_srv_ms
@@ -201,7 +201,7 @@ def investigate_reason(
     filing_srv_ms: int | None,
     rules: AuditRules,
 ) -> str:
-    """Name the reason a person must look at this send (§8.13 item 12), or ""."""
+    """Name the reason a person must look at this send, or ""."""
     if flagged:
         return "integrity findings"
     if late:
@@ -220,7 +220,7 @@ def _older(since_ms: int | None, rules: AuditRules) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Index consistency (§8.13 item 10)
+# Index consistency
 
 
 def group_index(index: Iterable[IndexEntry]) -> dict[str, list[IndexEntry]]:

@@ -1,4 +1,4 @@
-"""A human timeline of one send: each event, when, by whom, and what it proves (§8.13)."""
+"""A human timeline of one send: each event, when, by whom, and what it proves."""
 
 from __future__ import annotations
 

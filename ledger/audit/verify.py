@@ -1,4 +1,4 @@
-"""Auditor runs over Redis or an export file: verify, list, export and replay (§8.13).
+"""Auditor runs over Redis or an export file: verify, list, export and replay.
 
 Reads only. Streams are read in batches through BulkReader, the next batch in flight while the
 current one is checked, so Redis and Python work side by side.
@@ -43,7 +43,7 @@ async def verify_ledger(
     meta_key_id: str = "",
     progress: Progress | None = None,
 ) -> LedgerAudit:
-    """Verify every stream of the namespace and the index against them (§8.13 items 1-12)."""
+    """Verify every stream of the namespace and the index against them."""
     started = time.perf_counter()
     summary = LedgerAudit()
     if rules.key is not None and meta_key_id and meta_key_id != mac_key_id(rules.key):

@@ -1,4 +1,4 @@
-"""The terminal ledger event a finished SMTP submission maps to (sending.md §8.8 step 9)."""
+"""The terminal ledger event a finished SMTP submission maps to."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""mail_send_confirmed as a ledger pipeline (sending.md §8.8): claim, attempt marker, commit point.
+"""mail_send_confirmed as a ledger pipeline: claim, attempt marker, commit point.
 
-The invariants this module keeps: nothing touches the network before `claimed` and
-`smtp_attempt_started` are durable (I2, I3); the SMTP terminator is written only after
-`smtp_commit_point` is durable (I4); every write is a compare-and-append, so recovery and a
-paused dispatcher fence each other (I5); nothing is ever retried on the network.
+The invariants this module keeps (numbered as in docs/ledger.md): nothing touches the network
+before `claimed` and `smtp_attempt_started` are durable (I2, I3); the SMTP terminator is
+written only after `smtp_commit_point` is durable (I4); every write is a compare-and-append, so
+recovery and a paused dispatcher fence each other (I5); nothing is ever retried on the network.
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ class Dispatcher:
     def _integrity(
         self, run: Run, blob: bytes, lifecycle: Lifecycle
     ) -> tuple[PreparedPayload | None, IntegrityProblem]:
-        """Check the claimed payload against the prepared event (sending.md §3.4, §8.8 step 4)."""
+        """Check the claimed payload against the prepared event."""
         prepared = lifecycle.prepared
         assert prepared is not None
         if hashlib.sha256(blob).hexdigest() != prepared.payload_sha256:

@@ -1,4 +1,4 @@
-"""Recovery and the expiry sweeper (spec/sending.md §8.10): close what dead dispatchers left.
+"""Recovery and the expiry sweeper: close what dead dispatchers left.
 
 Recovery decides from the last durable lifecycle event only, and writes through the same
 compare-and-append script as the dispatcher, which re-checks that the claim's dispatcher lease

@@ -21,7 +21,7 @@ log = structlog.get_logger("angelos.ledger.dispatch")
 
 
 class DispatchSettings(Struct, frozen=True, kw_only=True):
-    """Timing and durability knobs of sending.md §8.14 that the pipeline itself uses."""
+    """The timing and durability settings the pipeline itself uses (docs/configuration.md)."""
 
     tool_deadline_s: float = 90.0
     dispatch_deadline_s: float = 780.0

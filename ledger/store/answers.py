@@ -38,7 +38,7 @@ class ClaimOutcome(Struct, frozen=True, kw_only=True):
     """The one-time claim's answer; only `claimed` carries the payload bytes.
 
     `ack_lost`: a claim with this eid had already landed (its reply was lost), so the
-    payload is gone; the caller owns the claim and must abort the dispatch (§8.8 step 2).
+    payload is gone; the caller owns the claim and must abort the dispatch.
     """
 
     result: ClaimResult

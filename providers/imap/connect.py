@@ -1,8 +1,8 @@
 """Opening an IMAP session: vetted DNS answers, dial in order, implicit TLS, greeting, LOGIN.
 
-aioimaplib's IMAP4_SSL resolves and dials the host itself, which would reopen the DNS
-rebinding window auth-config §7.1 closes. So we resolve once, vet every answer, dial the
-numeric addresses ourselves and hand the connected socket to aioimaplib's protocol for TLS,
+aioimaplib's IMAP4_SSL resolves and dials the host itself, which would reopen the
+DNS-rebinding window that vetting at resolve time closes. So we resolve once, vet every answer,
+dial the numeric addresses ourselves and hand the connected socket to aioimaplib's protocol for TLS,
 verifying the certificate against the configured host name.
 """
 

@@ -1,5 +1,5 @@
-"""Same-folder conversations by exact Message-ID links (tools.md §7.5), and the strict link-header
-reading that the exact Message-ID search filter shares (tools.md §7.3.3).
+"""Same-folder conversations by exact Message-ID links, and the strict link-header
+reading that the exact Message-ID search filter shares.
 
 Only the selected fields Message-ID, References and In-Reply-To are fetched (BODY.PEEK), at most
 16 candidates per command. The server-side HEADER search only proposes candidates; every
@@ -159,7 +159,7 @@ def seed_ids(section: LinkSection) -> list[str]:
 def prefilter(seed: list[str]) -> list[Arg]:
     """Build the balanced OR tree of HEADER criteria over every seed ID and link field.
 
-    The conservative size estimate of tools.md §7.5 must stay within 64 KiB.
+    The conservative size estimate of the whole answer must stay within 64 KiB.
     """
     estimate = 512
     terms: list[list[Arg]] = []
@@ -188,7 +188,7 @@ async def fetch_link_sections(
 ) -> dict[int, LinkSection | None]:
     """Fetch and parse the named link fields of `uids`; expunged UIDs are absent from the map.
 
-    A candidate expunged concurrently simply has no FETCH response (tools.md §7.3.3).
+    A candidate expunged concurrently simply has no FETCH response.
     """
     peek = f"BODY.PEEK[HEADER.FIELDS ({' '.join(names)})]<0.{SECTION_LIMIT + 1}>"
     response = await session.uid_fetch(uids, codec.raw(f"(UID {peek})"))

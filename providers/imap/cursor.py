@@ -1,4 +1,4 @@
-"""Page cursors and the UID window arithmetic of tools.md §7.3.1-7.3.2 (pure).
+"""Page cursors and the UID window arithmetic of search paging (pure).
 
 A cursor is base64url (no padding) of a compact JSON array
 `[format, uid_validity, bound, upper, scope]`: the exclusive continuation bound, the frozen

@@ -1,4 +1,4 @@
-"""Folder listing and the server capability report (tools.md §7.1, §7.2)."""
+"""Folder listing and the server capability report."""
 
 from __future__ import annotations
 

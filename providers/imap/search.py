@@ -1,4 +1,4 @@
-"""Bounded search and triage over IMAP (tools.md §7.3-7.4): one read-only window per call.
+"""Bounded search and triage over IMAP: one read-only window per call.
 
 The folder is opened with EXAMINE and only summary fields are fetched with BODY.PEEK, so a
 search never changes \\Seen. Every filter becomes a UID SEARCH criterion through the codec;

@@ -48,7 +48,7 @@ _MUTATING = frozenset(
 _NEEDS_SELECTED = frozenset(
     {"CHECK", "COPY", "EXPUNGE", "MOVE", "SEARCH", "SORT", "STORE", "THREAD", "FETCH"}
 )
-# CLOSE and plain EXPUNGE expunge every \Deleted message of the folder (auth-config §6.2);
+# CLOSE and plain EXPUNGE expunge every \Deleted message of the folder;
 # FETCH goes through uid_fetch (batching), APPEND/LOGIN/LOGOUT/SELECT through their methods.
 _REFUSED = frozenset(
     {

@@ -8,7 +8,7 @@ from schemas.secret import Secret
 
 
 class ImapSettings(Struct, frozen=True):
-    """Host, credentials and safety switches of one IMAP mailbox (auth-config §6.2)."""
+    """Host, credentials and safety switches of one IMAP mailbox."""
 
     host: str
     port: int

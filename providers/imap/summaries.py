@@ -1,4 +1,4 @@
-"""Message summaries (tools.md §5.4) from one batched UID FETCH; headers read with BODY.PEEK."""
+"""Message summaries from one batched UID FETCH; headers read with BODY.PEEK."""
 
 from __future__ import annotations
 

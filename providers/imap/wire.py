@@ -11,7 +11,7 @@ from aioimaplib import aioimaplib as _aio
 
 log = logging.getLogger(__name__)
 
-READ_BUDGET = 12 * 1024 * 1024  # bytes read from the wire per lease (tools.md §15)
+READ_BUDGET = 12 * 1024 * 1024  # bytes read from the wire per lease
 _LINES_PER_FEED = 128  # keeps aioimaplib's one-frame-per-line recursion far from the limit
 
 
@@ -40,7 +40,7 @@ class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
                 self.transport.abort()
             return
         # aioimaplib recurses once per response line and dies past ~990 lines in one read
-        # (notes/stack.md §3.2); TCP may split anywhere, so feeding it in pieces is safe.
+        #; TCP may split anywhere, so feeding it in pieces is safe.
         # The bytes of a literal it takes whole, so a 5 MiB message body (in 8-byte header
         # lines, say) is handed over in one piece instead of being split line by line.
         start = 0

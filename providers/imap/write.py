@@ -2,8 +2,8 @@
 
 Every write selects its folder read-write and re-checks UIDVALIDITY before the mutating
 command; a failure before that command reports `not_applied`, a failure of the command itself
-`unknown` (tools.md §6.5). Nothing here retries: a lost reply leaves the session broken and the
-caller must verify. MOVE is only ever the server's own command (auth-config §6.2).
+`unknown`. Nothing here retries: a lost reply leaves the session broken and the
+caller must verify. MOVE is only ever the server's own command.
 """
 
 from __future__ import annotations

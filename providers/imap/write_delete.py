@@ -1,4 +1,4 @@
-"""Permanent deletion of exactly one message (tools.md §10, auth-config §6.2).
+"""Permanent deletion of exactly one message.
 
 Mark the message \\Deleted (conditionally under CONDSTORE), then `UID EXPUNGE <uid>` from
 UIDPLUS, then verify the UID is gone. Never a plain EXPUNGE or CLOSE: those would also remove

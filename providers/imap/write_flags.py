@@ -1,4 +1,4 @@
-"""Flag deltas on one message, conditional under CONDSTORE (tools.md §9.1).
+"""Flag deltas on one message, conditional under CONDSTORE.
 
 The flag set is never replaced: only +FLAGS/-FLAGS with the caller's flags. With CONDSTORE the
 STORE carries UNCHANGEDSINCE the modseq we just read, so a change another client makes between

@@ -2,7 +2,7 @@
 
 aiosmtplib's `SMTP` class resolves and dials the host itself and hides the end-of-data marker
 inside `data()`, so we drive its lower layer, `SMTPProtocol`, over a socket we dialled at a
-vetted numeric address (auth-config §7.1). Every failure here closes the connection and raises
+vetted numeric address. Every failure here closes the connection and raises
 `NotSent` with the stage it happened in; nothing in this module can write the end-of-data marker.
 """
 

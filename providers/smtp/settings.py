@@ -14,7 +14,7 @@ TLS_MODES = get_args(TlsMode)
 
 
 class SmtpSettings(Struct, frozen=True):
-    """Host, credentials, TLS mode and deadlines of one submission server (auth-config §6.2)."""
+    """Host, credentials, TLS mode and deadlines of one submission server."""
 
     host: str
     port: int

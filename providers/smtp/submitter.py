@@ -1,4 +1,4 @@
-"""SMTP submission that can stop before the final dot (sending.md §3.5.1, §8.8 steps 7-9).
+"""SMTP submission that can stop before the final dot.
 
 `SmtpSubmitter.begin` does everything up to the end-of-data marker — connect, TLS, EHLO, AUTH,
 MAIL, every RCPT, DATA and the dot-stuffed body — and then waits. Only `SmtpSubmission.commit`

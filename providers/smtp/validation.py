@@ -1,4 +1,4 @@
-"""The transport-side checks run before any connection (sending.md §3.5.1, auth-config §6.2)."""
+"""The transport-side checks run before any connection."""
 
 from __future__ import annotations
 

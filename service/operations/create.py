@@ -1,4 +1,4 @@
-"""mail_create: additive mailbox writes (tools.md §8). Every action needs mail.write and the
+"""mail_create: additive mailbox writes. Every action needs mail.write and the
 writes gate, which the call pipeline checks before any handler runs."""
 
 from __future__ import annotations

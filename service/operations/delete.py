@@ -1,4 +1,4 @@
-"""mail_delete_permanently: one exact message, expunged by UID (tools.md §10).
+"""mail_delete_permanently: one exact message, expunged by UID.
 
 The pipeline has already applied the delete class of service/readiness.py: scope, writes gate,
 provider support and delete gate, in that order, before any mailbox access.

@@ -1,4 +1,4 @@
-"""The drafts lifecycle: structured read, save, revise by appending, prepare (sending.md §6).
+"""The drafts lifecycle: structured read, save, revise by appending, prepare.
 
 A saved draft is never edited in place: a revision is a new APPEND bound to the exact source
 bytes the agent reviewed (its `source_digest`), and a preparation freezes a snapshot of it in
@@ -141,7 +141,7 @@ async def prepare_draft(
 
 
 async def load_draft(app: AppContext, reference: Reference) -> SavedDraft:
-    """Read a saved draft completely (PEEK) and reconstruct it; all or error (tools.md §7.8)."""
+    """Read a saved draft completely (PEEK) and reconstruct it; all or error."""
     raw = await require_mailbox(app).read_raw(imap_reference(reference))
     size = len(raw.raw)
     if not raw.raw or size != raw.size_bytes or size > RAW_PREFIX:

@@ -1,4 +1,4 @@
-"""mail_modify: flag deltas, folder rename, move and trash (tools.md §9). Every action needs
+"""mail_modify: flag deltas, folder rename, move and trash. Every action needs
 mail.write and the writes gate, which the call pipeline checks before any handler runs."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ def block_after_body(app: Any) -> Any:
     """Make receive() wait for disconnect after the body, as ASGI servers do.
 
     aiohttp-asgi 0.7.1 keeps returning empty request messages after the body, which turns the
-    SDK's disconnect listener into a busy loop (notes/stack.md §2.8).
+    SDK's disconnect listener into a busy loop.
     """
 
     async def wrapped(scope: Scope, receive: Any, send: Any) -> None:

@@ -22,7 +22,7 @@ from mcp import Client
 from support.angelos_process import ROOT, angelos_command, clean_env, free_port
 from support.services import Services
 
-# Test-build timings (sending.md §8.14): every bound is relaxed to 1 s, but the grace must still
+# Test-build timings: every bound is relaxed to 1 s, but the grace must still
 # exceed SEND_DISPATCH_DEADLINE_S + SEND_DISPATCHER_LEASE_MS + 60 s, so 6 + 1 + 60 < 68.
 FAST = {
     "ANGELOS_ALLOW_FAULT_INJECTION": "1",

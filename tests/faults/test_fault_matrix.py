@@ -1,4 +1,4 @@
-"""The fault matrix (sending.md §5 F1/F22/F23, §9.5 checks 38-42, §9.6 check 51): a real server
+"""The fault matrix: a real server
 process is SIGKILLed or SIGSTOPped at every ledger step, recovery decides, and we check the
 projected status, that the SMTP server saw at most one DATA transaction, and that nothing is
 ever resent.
@@ -44,7 +44,7 @@ class Row(NamedTuple):
     """One row of the matrix: where the process dies or pauses, and what must follow."""
 
     name: str
-    point: str  # ANGELOS_FAULT_POINT, spelled as sending.md §9.0 and the config spell it
+    point: str  # ANGELOS_FAULT_POINT, spelled as the configuration spells it
     mode: str  # exit (SIGKILL) or stop (SIGSTOP, later SIGCONT)
     status: str
     stage: str

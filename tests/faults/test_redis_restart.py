@@ -1,4 +1,4 @@
-"""Redis crashes mid-run (sending.md §8.2, §9.5 checks 43-44, F24): with AOF and appendfsync
+"""Redis crashes mid-run: with AOF and appendfsync
 always, no acknowledged ledger event is lost, a claim survives, and nothing is ever resent."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Acceptance checks of sending.md §9 no other test covered end to end (docs/acceptance/sending.md).
+"""Acceptance checks of sending no other test covered end to end (docs/acceptance/sending.md).
 
 One test per numbered check, named after it; every test runs through an in-process MCP client
 against the real Redis, Dovecot and SMTP sink, in a namespace of its own.
@@ -550,7 +550,7 @@ class TestSendStatus:
 
 
 class TestAuthConfigSendChecks:
-    """auth-config.md §9 checks 36 and 38 at the tool level (the stdio/in-process principal)."""
+    """Auth checks 36 and 38 at the tool level (the stdio/in-process principal)."""
 
     async def test_auth_check_36_confirm_without_mail_send_claims_and_sends_nothing(
         self, services: Any

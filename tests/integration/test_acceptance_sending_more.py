@@ -1,4 +1,4 @@
-"""Acceptance checks 45, 49 and 50 of sending.md §9 (docs/acceptance/sending.md).
+"""Acceptance checks 45, 49 and 50 of sending (docs/acceptance/sending.md).
 
 Check 45 loses the store between the SMTP terminator and the outcome append: a private Redis
 (AOF, appendfsync always) is SIGKILLed the moment the sink has the final dot, while the sink holds

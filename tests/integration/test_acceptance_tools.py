@@ -1,4 +1,5 @@
-"""Acceptance checks of spec/tools.md §19 that no other test covered, one test per check."""
+"""Acceptance checks of the tools (docs/acceptance/tools.md) that no other test covered, one test
+per check."""
 
 from __future__ import annotations
 
@@ -164,7 +165,7 @@ async def sender(services: Services) -> AsyncIterator[tuple[Any, dict[str, str]]
         await app.aclose()
 
 
-# §19.6 read
+# read
 
 
 async def test_check_44_summary_clips_ascii_text_at_exactly_4096_bytes(
@@ -218,7 +219,7 @@ async def test_check_52_full_read_lists_the_pdf_attachment(mcp: Mcp, services: S
     ] == body["attachments"]
 
 
-# §19.7 read_many
+# read_many
 
 
 async def test_check_53_an_expunged_reference_is_an_error_item_in_place(
@@ -300,7 +301,7 @@ async def test_check_58_full_items_carry_the_exact_modseq(
     assert modseq == body["items"][0]["message"]["modseq"]
 
 
-# §19.8 attachment
+# attachment
 
 
 async def test_check_61_attachments_come_back_byte_exact_with_the_read_metadata(
@@ -326,7 +327,7 @@ async def test_check_62_attachment_index_bounds(mcp: Mcp, services: Services) ->
     await mcp.error({"action": "attachment", "reference": ref, "index": 2}, "not_found")
 
 
-# §19.9 send_status
+# send_status
 
 ZERO_ID = "0" * 32
 
@@ -406,7 +407,7 @@ async def test_check_67_send_status_without_a_store_is_deployment_disabled(
         )
 
 
-# §19.13 mail_prepare
+# mail_prepare
 
 
 async def test_check_91_recipient_problems_are_invalid_and_store_nothing(
@@ -591,7 +592,7 @@ async def test_check_97_an_eml_forward_drops_only_the_bcc_line(
     assert b"X-Keep: kept" in payload and b"Message-ID: <c97@x.test>" in payload
 
 
-# §19.14 mail_send_confirmed
+# mail_send_confirmed
 
 
 async def test_check_105_append_sent_files_the_sent_bytes_with_seen(

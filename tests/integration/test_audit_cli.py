@@ -1,4 +1,4 @@
-"""`angelos ledger` against a real Redis (sending.md §8.13, §9.9 checks 69-73): verify, show,
+"""`angelos ledger` against a real Redis: verify, show,
 list, export and replay, run as the operator would, with the servers' environment."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""mail_query capabilities and folders against the real Dovecot (tools.md §19.2)."""
+"""mail_query capabilities and folders against the real Dovecot."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""mail_query conversation against the real Dovecot through an MCP client (tools.md §7.5, §19.5)."""
+"""mail_query conversation against the real Dovecot through an MCP client."""
 
 from __future__ import annotations
 

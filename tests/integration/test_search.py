@@ -1,4 +1,4 @@
-"""mail_query search against the real Dovecot through an MCP client (tools.md §7.3, §19.3).
+"""mail_query search against the real Dovecot through an MCP client.
 
 Each test seeds its own fresh folder over raw IMAP (tests/support/imap.py) and searches it
 through the whole call pipeline; the fixture corpus folders are only read. Every IMAP byte the
@@ -366,7 +366,7 @@ async def sparse_folder(services: Services, folder: str, top: int) -> None:
     """Leave only UIDs 1 and `top` in folder: copy one message onto itself, then expunge.
 
     This goes through the product's ImapSession: thousands of untagged EXPUNGE lines in one
-    read break plain aioimaplib (notes/stack.md §3.2).
+    read break plain aioimaplib.
     """
     mailbox = ImapMailbox(
         ImapSettings(

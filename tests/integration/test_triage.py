@@ -1,4 +1,4 @@
-"""mail_query triage against the real Dovecot through an MCP client (tools.md §7.4, §19.4)."""
+"""mail_query triage against the real Dovecot through an MCP client."""
 
 from __future__ import annotations
 

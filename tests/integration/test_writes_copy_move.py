@@ -1,5 +1,5 @@
-"""mail_create copy and mail_modify move against the real Dovecot (tools.md §8.2, §9.3, §19.10
-checks 70-71, §19.11 checks 84 and 86, auth-config §9 check 70).
+"""mail_create copy and mail_modify move against the real Dovecot (tool checks 70-71, 84 and 86,
+auth check 70; docs/acceptance).
 
 Sources and destinations are fresh folders, never the fixture corpus. The IMAP proxy records
 every command, so "no MOVE issued" or "no COPY/EXPUNGE issued" is observed on the wire; it also

@@ -1,5 +1,5 @@
-"""mail_delete_permanently against the real Dovecot (tools.md §10, §19.12 checks 87-89,
-auth-config §9 checks 40, 42 and 70).
+"""mail_delete_permanently against the real Dovecot (tool checks 87-89, auth checks 40, 42 and 70;
+docs/acceptance).
 
 The proxy records every command, so "only `UID EXPUNGE <uid>`, never a plain EXPUNGE" is read
 off the wire. It also plays servers that cannot target one message (no UIDPLUS, Gmail's

@@ -1,5 +1,4 @@
-"""mail_modify flags against the real Dovecot (tools.md §9.1, §19.11 checks 79-82, auth-config
-§9 check 71).
+"""mail_modify flags against the real Dovecot (tool checks 79-82, auth check 71; docs/acceptance).
 
 A second IMAP client (raw aioimaplib as alice) changes flags between our read and our
 conditional STORE - both before the call (the caller's `unchanged_since` is older) and inside

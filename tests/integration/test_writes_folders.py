@@ -1,5 +1,5 @@
-"""mail_create folder and mail_modify rename against the real Dovecot (tools.md §8.1, §9.2,
-§19.10 checks 68-69, §19.11 check 83). Every folder name is fresh and unique."""
+"""mail_create folder and mail_modify rename against the real Dovecot (tool checks 68-69 and 83;
+docs/acceptance). Every folder name is fresh and unique."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""mail_modify trash against the real Dovecot (tools.md §9.4, §19.11 check 85, auth-config §9
-check 70).
+"""mail_modify trash against the real Dovecot (tool check 85, auth check 70; docs/acceptance).
 
 The shared Trash folder only ever holds the test's own message, and only until the test
 removes it again. A server without a \\Trash folder, or with two, is played by the IMAP proxy

@@ -1,7 +1,7 @@
 """HTTP hygiene on the wire: DNS-rebinding checks for every loopback bind, security headers,
 405 for GET, short JSON-RPC errors for batches and unknown protocol versions.
 
-The rows of docs/acceptance/auth-config.md's §1.3 section each name their test here.
+The rows of docs/acceptance/auth-config.md's response-header section each name their test here.
 """
 
 from __future__ import annotations

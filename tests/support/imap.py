@@ -1,7 +1,7 @@
 """Raw IMAP helpers for integration tests (aioimaplib against the test Dovecot).
 
-aioimaplib neither quotes nor encodes arguments and does not parse APPENDUID (notes/stack.md
-§3.2), so these helpers do it. They are independent of the product's IMAP code on purpose.
+aioimaplib neither quotes nor encodes arguments and does not parse APPENDUID, so these helpers
+do it. They are independent of the product's IMAP code on purpose.
 """
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ PATHS: dict[State, tuple[EventData, ...]] = {
 
 
 def actor_for(data: EventData) -> str:
-    """The writer §8.5 names for an event type."""
+    """The writer the event catalogue names for an event type."""
     if isinstance(data, Prepared):
         return "api:test-1"
     if isinstance(data, RecoveryClassified):

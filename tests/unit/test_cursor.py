@@ -1,4 +1,4 @@
-"""Page cursors and UID windows (tools.md §7.3.1-7.3.2), without a server."""
+"""Page cursors and UID windows, without a server."""
 
 from __future__ import annotations
 

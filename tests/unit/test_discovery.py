@@ -1,4 +1,4 @@
-"""Discovery (tools/list) as spec/tools.md §3-4 describes it, generated from the Structs."""
+"""Discovery (tools/list), generated from the Structs and pinned by fixtures/tools-list.json."""
 
 from __future__ import annotations
 

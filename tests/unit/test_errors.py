@@ -1,4 +1,4 @@
-"""The typed error hierarchy: one class per outcome a caller can tell apart (tools.md §6.2)."""
+"""The typed error hierarchy: one class per outcome a caller can tell apart."""
 
 from __future__ import annotations
 

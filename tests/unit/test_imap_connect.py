@@ -1,4 +1,4 @@
-"""Destination vetting, TLS settings and connect timeouts (auth-config §6.2, §7.1)."""
+"""Destination vetting, TLS settings and connect timeouts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pure discovery rules: special-use roles and Gmail detection (tools.md §7.1)."""
+"""Pure discovery rules: special-use roles and Gmail detection."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Canonical event encoding (sending.md §8.4.1-§8.4.2, §8.5) and the private payload (§8.4.4)."""
+"""Canonical event encoding and the private payload."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The hash chain, genesis and optional MAC (sending.md §8.4.3) and its verification (§8.13)."""
+"""The hash chain, genesis and optional MAC and its verification."""
 
 from __future__ import annotations
 

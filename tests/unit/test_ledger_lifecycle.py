@@ -1,4 +1,4 @@
-"""The lifecycle state machine of sending.md §8.6, checked against a table written from the spec."""
+"""The lifecycle state machine, checked against a table written independently of the code."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ from support.ledger import (
     prepared,
 )
 
-# Written from the §8.6 table, independently of ledger/lifecycle.py.
+# Written from the design's transition table, independently of ledger/lifecycle.py.
 EXPECTED: dict[tuple[str, str], str] = {
     ("NONE", "prepared"): "PREPARED",
     ("PREPARED", "claimed"): "CLAIMED",
@@ -70,7 +70,7 @@ EXPECTED: dict[tuple[str, str], str] = {
 }
 
 
-# The variants §8.6 allows in each valid (state, type) pair; all others must be refused.
+# The variants allowed in each valid (state, type) pair; all others must be refused.
 ALLOWED_VARIANTS: dict[tuple[str, str], tuple[EventData, ...]] = {
     ("CLAIMED", "recovery_classified"): (RECOVERED_NOT_ATTEMPTED,),
     ("ATTEMPTING", "recovery_classified"): (RECOVERED_NOT_SUBMITTED,),

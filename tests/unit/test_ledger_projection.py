@@ -1,4 +1,4 @@
-"""The pure send_status projection (sending.md §4.2-§4.4, §8.6 public table, §8.9)."""
+"""The pure send_status projection."""
 
 from __future__ import annotations
 

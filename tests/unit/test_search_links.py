@@ -1,4 +1,4 @@
-"""Strict reading of Message-ID/References/In-Reply-To sections (tools.md §7.3.3, §7.5)."""
+"""Strict reading of Message-ID/References/In-Reply-To sections."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Search inputs after defaulting, and how they become IMAP SEARCH criteria (tools.md §7.3)."""
+"""Search inputs after defaulting, and how they become IMAP SEARCH criteria."""
 
 from __future__ import annotations
 

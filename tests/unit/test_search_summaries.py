@@ -1,4 +1,4 @@
-"""Summaries, compact rows, counts and page JSON (tools.md §5.2-5.5, §7.3.4-7.5, §17.1-17.4)."""
+"""Summaries, compact rows, counts and page JSON."""
 
 from __future__ import annotations
 

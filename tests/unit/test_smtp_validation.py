@@ -1,4 +1,4 @@
-"""The submission checks that run before any connection (sending.md §3.5.1)."""
+"""The submission checks that run before any connection."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""mail_delete_permanently's own checks run in the order of tools.md §10, before any mailbox.
+"""mail_delete_permanently's own checks run in their documented order, before any mailbox.
 
 The application here has no mailbox at all: a call that got past every check would answer
 service_unavailable ("the mailbox is not configured"), so any other code proves the refusal

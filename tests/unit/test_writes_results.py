@@ -1,4 +1,4 @@
-"""The write results on the wire (tools.md §5.9, §5.10, §6.5) and how outcomes attach."""
+"""The write results on the wire and how outcomes attach."""
 
 from __future__ import annotations
 

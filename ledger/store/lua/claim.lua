@@ -1,4 +1,4 @@
--- ledger_claim: the one-time claim (precedence of §3.3 / §8.7).
+-- ledger_claim: the one-time claim.
 -- KEYS: stream, payload, index, open, unclaimed
 -- ARGV: pid, owner, confirmed_digest, expected_seq, expected_h, e, h, eid, m, retention_ms
 local stream, payload_key, index_key, open_key, unclaimed = KEYS[1], KEYS[2], KEYS[3], KEYS[4],

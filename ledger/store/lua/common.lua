@@ -1,4 +1,4 @@
--- Shared prelude of the send-ledger scripts (spec/sending.md §8.7). ledger/store/scripts.py replaces
+-- Shared prelude of the send-ledger scripts. ledger/store/scripts.py replaces
 -- the marker line below with the lifecycle tables rendered from ledger/lifecycle.py.
 --@LIFECYCLE@
 
