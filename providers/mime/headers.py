@@ -108,14 +108,6 @@ def header_bounds(
     return HeaderBounds(position, header_end, header_end, header_end < stop)
 
 
-def split_header_block(
-    raw: bytes, start: int = 0, limit: int = HEADER_BLOCK_LIMIT
-) -> tuple[int, int]:
-    """Return (end of the header block, start of the body) for the entity at `start`."""
-    bounds = header_bounds(raw, start, None, limit)
-    return bounds.header_end, bounds.body_start
-
-
 def parse_fields(block: bytes) -> HeaderFields:
     """Split an already delimited header block into unfolded fields (never raises)."""
     fields: list[tuple[str, list[bytes]]] = []
