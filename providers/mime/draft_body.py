@@ -11,6 +11,7 @@ import re
 
 from msgspec import Struct, field, structs
 
+from providers.mime.base64_decoding import decode_strict
 from providers.mime.compose import limits
 from providers.mime.compose.media_types import MediaType, parse_media_type
 from providers.mime.compose.text_rules import is_valid_body, normalize_newlines
@@ -154,10 +155,9 @@ def _children(raw: bytes, container: _Entity) -> list[_Entity]:
 def _decoded(raw: bytes, entity: _Entity) -> bytes:
     data = raw[entity.start : entity.end]
     if entity.encoding == "base64":
-        lines = data.split(b"\r\n")
-        try:
-            return binascii.a2b_base64(b"".join(lines), strict_mode=True)
-        except binascii.Error:
+        try:  # lines end with CRLF; no other byte outside the alphabet is allowed
+            return decode_strict(data.replace(b"\r\n", b""))
+        except ValueError:
             raise DraftUnsupported("a base64 part is not strict base64") from None
     if entity.encoding == "quoted-printable":
         if _BAD_QP.search(data):

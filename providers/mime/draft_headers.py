@@ -6,9 +6,9 @@ that is read back must rebuild to the same content or not be offered for editing
 
 from __future__ import annotations
 
-import binascii
 import re
 
+from providers.mime.base64_decoding import decode_strict
 from providers.mime.charsets import resolve_charset
 from providers.mime.compose.addresses import Mailbox, parse_source_list
 from providers.mime.compose.dates import parse_source_date
@@ -193,8 +193,8 @@ def _word_bytes(encoding: str, payload: str) -> bytes:
             raise DraftUnsupported("Subject has a malformed RFC 2047 word")
         return _Q_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), data.replace(b"_", b" "))
     try:
-        return binascii.a2b_base64(data, strict_mode=True)
-    except binascii.Error:
+        return decode_strict(data)
+    except ValueError:
         raise DraftUnsupported("Subject has a malformed RFC 2047 word") from None
 
 

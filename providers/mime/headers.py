@@ -6,13 +6,13 @@ spec turns into errors: an oversized header block and too many or too long messa
 
 from __future__ import annotations
 
-import binascii
 import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from msgspec import Struct
 
+from providers.mime.base64_decoding import decode_lenient
 from providers.mime.charsets import decode_text, loose_text
 from providers.mime.cleaning import clean_line
 from schemas.errors import SafetyLimit
@@ -27,7 +27,6 @@ _MAX_DATE_CHARS = 256
 
 _ENCODED_WORD = re.compile(r"=\?([^?\s*]+)(?:\*[^?\s]*)?\?([BbQq])\?([^?\s]*)\?=")
 _Q_ESCAPE = re.compile(rb"=([0-9A-Fa-f]{2})")
-_NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
 _ADDRESS_SPECIAL = re.compile(r'["(<:,;]')
 _WHITESPACE = re.compile(r"\s+")
 _MESSAGE_ID = re.compile(r"<([^<>\s\x00-\x1f\x7f]*)>")
@@ -229,13 +228,7 @@ def _word_bytes(encoding: str, payload: str) -> bytes | None:
         return None
     if encoding in "Qq":
         return _Q_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), data.replace(b"_", b" "))
-    data = _NOT_BASE64.sub(b"", data)
-    if len(data) % 4 == 1:  # one stray sextet carries no whole byte
-        data = data[:-1]
-    try:
-        return binascii.a2b_base64(data + b"=" * (-len(data) % 4))
-    except binascii.Error:
-        return None
+    return decode_lenient(data)
 
 
 # --- cleaning ---------------------------------------------------------------------------------

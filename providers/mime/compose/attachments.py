@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import unicodedata
 from collections.abc import Sequence
 
 from msgspec import Struct
 
+from providers.mime.base64_decoding import decode_strict
 from providers.mime.compose import limits
 from providers.mime.compose.media_types import parse_media_type
 from providers.mime.compose.text_rules import has_control, longest_line, utf8_length
@@ -84,12 +83,9 @@ def decode_strict_base64(value: str, field: str) -> bytes:
     if len(value) > limits.MAX_ATTACHMENT_BASE64_CHARS:
         raise InvalidArguments(f"{field} is larger than the 3 MiB attachment limit")
     try:
-        data = base64.b64decode(value.encode("ascii"), validate=True)
-    except (UnicodeEncodeError, binascii.Error, ValueError):
+        return decode_strict(value.encode("ascii"), canonical=True)
+    except ValueError:  # UnicodeEncodeError included
         raise InvalidArguments(f"{field} must be strict standard base64 with padding") from None
-    if base64.b64encode(data).decode("ascii") != value:
-        raise InvalidArguments(f"{field} must be strict standard base64 with padding")
-    return data
 
 
 def caller_attachments(items: Sequence[AttachmentIn]) -> list[Outgoing]:
