@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import re
 
-from providers.mime.base64_decoding import decode_strict
-from providers.mime.charsets import resolve_charset
 from providers.mime.compose.addresses import Mailbox, parse_source_list
 from providers.mime.compose.dates import parse_source_date
 from providers.mime.compose.text_rules import normalize_message_id
+from providers.mime.encoded_words import WordError, decode_words
 from providers.mime.headers import parse_addresses
 from schemas.errors import UnsupportedOperation
 
@@ -38,10 +37,6 @@ PART_FIELDS = frozenset({"content-type", "content-transfer-encoding", "content-d
 
 _FIELD_NAME = re.compile(rb"[\x21-\x39\x3b-\x7e]+")
 _HEADER_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-_ENCODED_WORD = re.compile(r"=\?([^?*\s]+)(?:\*[^?\s]*)?\?([BbQq])\?([^?\s]*)\?=")
-_BAD_Q_ESCAPE = re.compile(rb"=(?![0-9A-Fa-f]{2})")
-_Q_ESCAPE = re.compile(rb"=([0-9A-Fa-f]{2})")
-_BLANK = re.compile(r"[ \t]*")
 
 
 class DraftUnsupported(UnsupportedOperation):
@@ -163,48 +158,7 @@ def check_mime_version(value: str) -> None:
 
 def decode_subject(value: str) -> str:
     """Decode RFC 2047 words strictly: known charset, exact B or Q payload, no bad bytes."""
-    if "=?" not in value:
-        return value
-    out: list[str] = []
-    pending: list[bytes] = []
-    pending_charset = ""
-    position = 0
-    for match in _ENCODED_WORD.finditer(value):
-        between = value[position : match.start()]
-        position = match.end()
-        adjacent = bool(pending) and _BLANK.fullmatch(between) is not None
-        charset = match.group(1).lower()
-        if not (adjacent and charset == pending_charset):
-            out.append(_decode_words(pending, pending_charset))
-            pending = []
-            if not adjacent:
-                out.append(between)
-        pending.append(_word_bytes(match.group(2), match.group(3)))
-        pending_charset = charset
-    out.append(_decode_words(pending, pending_charset))
-    out.append(value[position:])
-    return "".join(out)
-
-
-def _word_bytes(encoding: str, payload: str) -> bytes:
-    data = payload.encode("ascii", "replace")
-    if encoding in "Qq":
-        if _BAD_Q_ESCAPE.search(data):
-            raise DraftUnsupported("Subject has a malformed RFC 2047 word")
-        return _Q_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), data.replace(b"_", b" "))
     try:
-        return decode_strict(data)
-    except ValueError:
-        raise DraftUnsupported("Subject has a malformed RFC 2047 word") from None
-
-
-def _decode_words(pending: list[bytes], charset: str) -> str:
-    if not pending:
-        return ""
-    codec = resolve_charset(charset)
-    if codec is None:
-        raise DraftUnsupported("Subject uses an unknown RFC 2047 charset")
-    try:
-        return b"".join(pending).decode(codec)
-    except (UnicodeDecodeError, LookupError):
-        raise DraftUnsupported("Subject has an RFC 2047 word that does not decode") from None
+        return decode_words(value, strict=True)
+    except WordError as error:
+        raise DraftUnsupported(f"Subject {error}") from None

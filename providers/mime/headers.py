@@ -12,9 +12,9 @@ from email.utils import parsedate_to_datetime
 
 from msgspec import Struct
 
-from providers.mime.base64_decoding import decode_lenient
-from providers.mime.charsets import decode_text, loose_text
+from providers.mime.charsets import loose_text
 from providers.mime.cleaning import clean_line
+from providers.mime.encoded_words import decode_words
 from schemas.errors import SafetyLimit
 from schemas.messages import Address
 
@@ -25,8 +25,6 @@ MAX_MESSAGE_IDS = 100
 MAX_MESSAGE_ID_BYTES = 1024
 _MAX_DATE_CHARS = 256
 
-_ENCODED_WORD = re.compile(r"=\?([^?\s*]+)(?:\*[^?\s]*)?\?([BbQq])\?([^?\s]*)\?=")
-_Q_ESCAPE = re.compile(rb"=([0-9A-Fa-f]{2})")
 _ADDRESS_SPECIAL = re.compile(r'["(<:,;]')
 _WHITESPACE = re.compile(r"\s+")
 _MESSAGE_ID = re.compile(r"<([^<>\s\x00-\x1f\x7f]*)>")
@@ -172,63 +170,6 @@ def parse_header_block(raw: bytes, limit: int = HEADER_BLOCK_LIMIT) -> HeaderFie
     if bounds.separator_missing:
         return HeaderFields(fields.fields, fields.malformed + 1)
     return fields
-
-
-# --- RFC 2047 encoded words -------------------------------------------------------------------
-
-
-def decode_words(value: bytes | str) -> str:
-    """Decode RFC 2047 encoded words (B or Q, any charset) in a header value; never raises.
-
-    Whitespace between adjacent encoded words is dropped and adjacent words in the same
-    charset are joined before decoding, so a character split across words survives. Unknown
-    charsets decode with replacement characters; a word that cannot be decoded stays as is.
-    """
-    text = loose_text(value)
-    if "=?" not in text:
-        return text
-    out: list[str] = []
-    pending: list[bytes] = []
-    pending_charset = ""
-    position = 0
-
-    def flush() -> None:
-        if pending:
-            out.append(decode_text(b"".join(pending), pending_charset)[0])
-            pending.clear()
-
-    for match in _ENCODED_WORD.finditer(text):
-        between = text[position : match.start()]
-        position = match.end()
-        data = _word_bytes(match.group(2), match.group(3))
-        if data is None:
-            flush()
-            out.append(between + match.group(0))
-            continue
-        charset = match.group(1).lower()
-        adjacent = bool(pending) and between.strip() == ""
-        if adjacent and charset == pending_charset:
-            pending.append(data)
-            continue
-        flush()
-        if not adjacent:
-            out.append(between)
-        pending.append(data)
-        pending_charset = charset
-    flush()
-    out.append(text[position:])
-    return "".join(out)
-
-
-def _word_bytes(encoding: str, payload: str) -> bytes | None:
-    """Return the bytes an encoded word carries, or None when its payload is unusable."""
-    try:
-        data = payload.encode("ascii")
-    except UnicodeEncodeError:
-        return None
-    if encoding in "Qq":
-        return _Q_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), data.replace(b"_", b" "))
-    return decode_lenient(data)
 
 
 # --- cleaning ---------------------------------------------------------------------------------

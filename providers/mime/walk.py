@@ -19,13 +19,8 @@ from msgspec import Struct, field
 
 from providers.mime.charsets import loose_text
 from providers.mime.cleaning import clean_line
-from providers.mime.headers import (
-    FieldFinder,
-    HeaderFields,
-    decode_words,
-    header_bounds,
-    parse_fields,
-)
+from providers.mime.encoded_words import decode_words
+from providers.mime.headers import FieldFinder, HeaderFields, header_bounds, parse_fields
 from providers.mime.transfer import IDENTITY_ENCODINGS, normalize_encoding
 from schemas.errors import SafetyLimit
 

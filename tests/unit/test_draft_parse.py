@@ -310,6 +310,7 @@ class TestUnsupportedHeaders:
             "Subject: =?utf-8?q?bad=ZZ?=",
             "Subject: =?utf-8?b?not*base64?=",
             "Subject: =?utf-8?q?=FF?=",
+            "Subject: =?utf-8?q?café?=",
         ],
     )
     def test_field_values_must_be_valid(self, field: str) -> None:

@@ -26,6 +26,7 @@ from providers.mime.compose.addresses import parse_entry, parse_source_list
 from providers.mime.compose.attachments import caller_attachments, is_canonical_message
 from providers.mime.compose.encoding import quoted_printable
 from providers.mime.draft import read_draft
+from providers.mime.encoded_words import decode_words
 from providers.mime.headers import display_value, parse_addresses, parse_fields
 from providers.mime.html_text import html_to_text
 from providers.mime.parse import parse_message
@@ -137,6 +138,10 @@ class TestMime:
     )
     def test_decoding_rfc2047_words_is_linear(self, unit: bytes) -> None:
         assert_linear(lambda value: display_value(value, 4096), fill_bytes(unit), HEADER_LIMIT)
+
+    @pytest.mark.parametrize("unit", ["=?utf-8?q?=E2=82=AC?= ", "=?utf-8?b?4oKs?=", "=?x?q?"])
+    def test_decoding_rfc2047_words_strictly_is_linear(self, unit: str) -> None:
+        assert_linear(lambda value: decode_words(value, strict=True), fill(unit), HEADER_LIMIT)
 
     @pytest.mark.parametrize("unit", [b'"a, b" <c@d>, ', b",", b'"\\', b"(", b"<", b"a@b (c) "])
     def test_reading_an_address_list_is_linear(self, unit: bytes) -> None:

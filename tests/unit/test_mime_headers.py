@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from providers.mime.encoded_words import decode_words
 from providers.mime.headers import (
     HEADER_BLOCK_LIMIT,
     FieldFinder,
     HeaderFields,
     clean,
-    decode_words,
     display_value,
     header_bounds,
     message_ids,
@@ -128,6 +128,12 @@ class TestDecodeWords:
     def test_text_between_words_is_kept_and_whitespace_between_words_dropped(self) -> None:
         value = "a =?utf-8?Q?b?= =?utf-8?Q?c?= d =?utf-8?Q?e?="
         assert "a bc d e" == decode_words(value)
+
+    def test_only_linear_white_space_between_words_is_dropped(self) -> None:
+        assert ("ab", "a\xa0b") == (
+            decode_words("=?utf-8?Q?a?= \t =?utf-8?Q?b?="),
+            decode_words("=?utf-8?Q?a?=\xa0=?utf-8?Q?b?="),
+        )
 
     def test_q_underscore_is_a_space(self) -> None:
         assert "x y" == decode_words("=?iso-8859-1?Q?x_y?=")
