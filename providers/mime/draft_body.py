@@ -13,9 +13,9 @@ from msgspec import Struct, field, structs
 
 from providers.mime.base64_decoding import decode_strict
 from providers.mime.compose import limits
-from providers.mime.compose.media_types import MediaType, parse_media_type
 from providers.mime.compose.text_rules import is_valid_body, normalize_newlines
 from providers.mime.draft_headers import PART_FIELDS, DraftUnsupported, Fields, header_block
+from providers.mime.media_types import MediaType, parse_disposition, parse_media_type
 
 MAX_BOUNDARY_CHARS = 70
 _BOUNDARY = re.compile(r"[0-9A-Za-z'()+_,\-./:=? ]*[0-9A-Za-z'()+_,\-./:=?]")
@@ -78,7 +78,7 @@ def parse_body(raw: bytes, fields: Fields, start: int, end: int) -> DraftBody:
 def _entity(fields: Fields, start: int, end: int) -> _Entity:
     value = fields.get("content-type", "text/plain")
     try:
-        media = parse_media_type(value)
+        media = parse_media_type(value, strict=True)
     except ValueError:
         raise DraftUnsupported("a Content-Type cannot be parsed") from None
     encoding = fields.get("content-transfer-encoding")
@@ -202,12 +202,11 @@ def _attachment(raw: bytes, entity: _Entity) -> DraftFile:
     if entity.disposition is None:
         raise DraftUnsupported("every part after the body must be an attachment")
     try:
-        # The disposition's parameter grammar is the Content-Type one.
-        disposition = parse_media_type(f"disposition/{entity.disposition}")
+        disposition = parse_disposition(entity.disposition, strict=True)
     except ValueError:
         raise DraftUnsupported("a Content-Disposition cannot be parsed") from None
     filename = disposition.params.get("filename", "")
-    if disposition.essence != "disposition/attachment":
+    if disposition.kind != "attachment":
         raise DraftUnsupported("inline parts are not supported; only attachments")
     if set(disposition.params) != {"filename"} or not filename:
         raise DraftUnsupported("an attachment disposition must carry exactly one filename")

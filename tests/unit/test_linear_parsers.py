@@ -29,6 +29,7 @@ from providers.mime.draft import read_draft
 from providers.mime.encoded_words import decode_words
 from providers.mime.headers import display_value, parse_addresses, parse_fields
 from providers.mime.html_text import html_to_text
+from providers.mime.media_types import parse_media_type
 from providers.mime.parse import parse_message
 from providers.smtp.wire import dot_stuff
 from schemas.args.common import AttachmentIn, Message
@@ -67,6 +68,18 @@ def quietly(parse: Callable[[Any], object]) -> Callable[[Any], object]:
         try:
             return parse(value)
         except InvalidArguments:
+            return None
+
+    return run
+
+
+def quietly_value(parse: Callable[[Any], object]) -> Callable[[Any], object]:
+    """Run a pure parser that raises ValueError for what it refuses."""
+
+    def run(value: Any) -> object:
+        try:
+            return parse(value)
+        except ValueError:
             return None
 
     return run
@@ -142,6 +155,12 @@ class TestMime:
     @pytest.mark.parametrize("unit", ["=?utf-8?q?=E2=82=AC?= ", "=?utf-8?b?4oKs?=", "=?x?q?"])
     def test_decoding_rfc2047_words_strictly_is_linear(self, unit: str) -> None:
         assert_linear(lambda value: decode_words(value, strict=True), fill(unit), HEADER_LIMIT)
+
+    @pytest.mark.parametrize("strict", [True, False], ids=["strict", "lenient"])
+    @pytest.mark.parametrize("unit", [";", "; a=b", '; a="b;c"', '"', '"\\', "; a*0*=%41"])
+    def test_reading_a_content_type_is_linear(self, unit: str, strict: bool) -> None:
+        parse = quietly_value(lambda value: parse_media_type(value, strict=strict))
+        assert_linear(parse, lambda size: "text/plain" + fill(unit)(size), HEADER_LIMIT)
 
     @pytest.mark.parametrize("unit", [b'"a, b" <c@d>, ', b",", b'"\\', b"(", b"<", b"a@b (c) "])
     def test_reading_an_address_list_is_linear(self, unit: bytes) -> None:

@@ -10,8 +10,8 @@ from msgspec import Struct
 
 from providers.mime.base64_decoding import decode_strict
 from providers.mime.compose import limits
-from providers.mime.compose.media_types import parse_media_type
 from providers.mime.compose.text_rules import has_control, longest_line, utf8_length
+from providers.mime.media_types import parse_media_type
 from schemas.args.common import AttachmentIn
 from schemas.compose import FetchedAttachment
 from schemas.errors import InvalidArguments, OperationFailed
@@ -58,7 +58,7 @@ def normalize_content_type(value: str, field: str) -> str:
     if utf8_length(value) is None or has_control(value):
         raise InvalidArguments(f"{field} must not contain control characters")
     try:
-        media = parse_media_type(value)
+        media = parse_media_type(value, strict=True)
     except ValueError:
         raise InvalidArguments(f"{field} must be a media type like application/pdf") from None
     if media.essence.startswith("multipart/"):
@@ -186,7 +186,7 @@ def _kept_content_type(value: str, data: bytes) -> str | None:
     if utf8_length(value) is None or has_control(value):
         return None
     try:
-        media = parse_media_type(value)
+        media = parse_media_type(value, strict=True)
     except ValueError:
         return None
     if media.essence.startswith("multipart/"):
