@@ -17,7 +17,7 @@ from msgspec import Struct, field
 from providers.mime.charsets import loose_text
 from providers.mime.cleaning import clean_line
 from providers.mime.encoded_words import decode_words
-from providers.mime.headers import FieldFinder, HeaderFields, header_bounds, parse_fields
+from providers.mime.header_block import FieldFinder, HeaderFields, header_bounds, parse_fields
 from providers.mime.media_types import (
     Disposition,
     MediaType,

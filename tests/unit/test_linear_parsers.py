@@ -27,7 +27,8 @@ from providers.mime.compose.attachments import caller_attachments, is_canonical_
 from providers.mime.compose.encoding import quoted_printable
 from providers.mime.draft import read_draft
 from providers.mime.encoded_words import decode_words
-from providers.mime.headers import display_value, parse_addresses, parse_fields
+from providers.mime.header_block import parse_fields, strict_fields
+from providers.mime.headers import display_value, parse_addresses
 from providers.mime.html_text import html_to_text
 from providers.mime.media_types import parse_media_type
 from providers.mime.parse import parse_message
@@ -144,6 +145,14 @@ class TestMime:
 
     def test_a_header_block_of_one_letter_fields_is_linear(self) -> None:
         assert_linear(parse_fields, fill_bytes(b"X: v\r\n"), HEADER_LIMIT)
+
+    @pytest.mark.parametrize("unit", [b"X: v\r\n", b" v\r\n"])
+    def test_reading_a_strict_header_block_is_linear(self, unit: bytes) -> None:
+        def read(size: int) -> bytes:  # under the limit with its first line and empty line
+            return b"X: v\r\n" + fill_bytes(unit)(size - 16) + b"\r\n"
+
+        strict = quietly_value(lambda raw: strict_fields(raw, 0, len(raw), frozenset({"x"})))
+        assert_linear(strict, read, HEADER_LIMIT)
 
     @pytest.mark.parametrize(
         "unit",
