@@ -16,6 +16,7 @@ from providers.mime.compose import limits
 from providers.mime.compose.text_rules import is_valid_body, normalize_newlines
 from providers.mime.draft_headers import PART_FIELDS, DraftUnsupported, Fields, header_block
 from providers.mime.media_types import MediaType, parse_disposition, parse_media_type
+from providers.mime.multipart import split_multipart
 
 MAX_BOUNDARY_CHARS = 70
 _BOUNDARY = re.compile(r"[0-9A-Za-z'()+_,\-./:=? ]*[0-9A-Za-z'()+_,\-./:=?]")
@@ -23,6 +24,7 @@ _IDENTITY = frozenset({"", "7bit", "8bit", "binary"})
 _ENCODINGS = _IDENTITY | {"base64", "quoted-printable"}
 _BAD_QP = re.compile(rb"=(?!\r\n|[0-9A-Fa-f]{2})")
 _TEXT_CHARSETS = frozenset({"utf-8", "us-ascii"})
+_MAX_PARTS = limits.MAX_ATTACHMENTS + 1  # one body and the attachments
 
 
 class DraftFile(Struct, frozen=True):
@@ -129,27 +131,19 @@ def _children(raw: bytes, container: _Entity) -> list[_Entity]:
         raise DraftUnsupported("a multipart container must not be transfer-encoded")
     if container.disposition is not None:
         raise DraftUnsupported("a multipart container must not carry a Content-Disposition")
-    delimiter = b"--" + boundary.encode("ascii")
     start, end = container.start, container.end
-    if not raw.startswith(delimiter + b"\r\n", start, end):
+    split = split_multipart(raw, start, end, boundary.encode("ascii"), _MAX_PARTS + 1, strict=True)
+    if not split.found or split.preamble:
         raise DraftUnsupported("a multipart body must start with its boundary line (no preamble)")
-    position = start + len(delimiter) + 2
-    parts: list[_Entity] = []
-    while True:
-        found = raw.find(b"\r\n" + delimiter, position, end)
-        if found < 0:
-            raise DraftUnsupported("a multipart body lacks its closing boundary")
-        parts.append(_part(raw, position, found))
-        if len(parts) > limits.MAX_ATTACHMENTS + 1:
-            raise DraftUnsupported("a multipart body holds more than 21 parts")
-        after = found + 2 + len(delimiter)
-        if raw.startswith(b"--", after, end):
-            if raw[after + 2 : end] not in (b"", b"\r\n"):
-                raise DraftUnsupported("a multipart body has an epilogue after its closing line")
-            return parts
-        if not raw.startswith(b"\r\n", after, end):
-            raise DraftUnsupported("a boundary line must be exactly the delimiter and CRLF")
-        position = after + 2
+    if not split.exact:
+        raise DraftUnsupported("a boundary line must be exactly the delimiter and CRLF")
+    if len(split.parts) > _MAX_PARTS:
+        raise DraftUnsupported("a multipart body holds more than 21 parts")
+    if not split.closed:
+        raise DraftUnsupported("a multipart body lacks its closing boundary")
+    if split.epilogue:
+        raise DraftUnsupported("a multipart body has an epilogue after its closing line")
+    return [_part(raw, start, end) for start, end in split.parts]
 
 
 def _decoded(raw: bytes, entity: _Entity) -> bytes:

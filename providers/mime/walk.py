@@ -9,7 +9,6 @@ Content-Type and Content-Disposition are read by the lenient mode of media_types
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 
 from msgspec import Struct, field
@@ -25,6 +24,7 @@ from providers.mime.media_types import (
     parse_disposition,
     parse_media_type,
 )
+from providers.mime.multipart import split_multipart
 from providers.mime.transfer import IDENTITY_ENCODINGS, normalize_encoding
 from schemas.errors import SafetyLimit
 
@@ -38,7 +38,6 @@ MAX_FILENAME_BYTES = 1024
 _MAX_PARAM_VALUE_CHARS = 4096
 _MAX_BOUNDARY_BYTES = 200
 
-_PADDING = re.compile(rb"[ \t]*\r?(?:\n|\Z)")
 # A part needs only these; the root's fields are all parsed (they are displayed).
 _PART_FIELDS = FieldFinder(("Content-Type", "Content-Disposition", "Content-Transfer-Encoding"))
 
@@ -238,48 +237,13 @@ def _children(
 ) -> list[tuple[int, int]]:
     """Split a multipart body into at most `room` child (start, end) offsets."""
     boundary = declared.params.get("boundary", "")
-    try:
-        delimiter = b"--" + boundary.encode("ascii")
-    except UnicodeEncodeError:
-        delimiter = b"--"
-    if not boundary or len(delimiter) > _MAX_BOUNDARY_BYTES:
+    if not boundary or not boundary.isascii() or len(boundary) + 2 > _MAX_BOUNDARY_BYTES:
         result.note(Problem.MALFORMED)
         return []
-    children: list[tuple[int, int]] = []
-    start, stop = entity.body_start, entity.body_end
-    position, part_start = start, -1
-    while True:
-        at = raw.find(delimiter, position, stop)
-        if at < 0:
-            break
-        position = at + 1
-        if at != start and raw[at - 1] != 0x0A:
-            continue
-        after = at + len(delimiter)
-        closing = raw.startswith(b"--", after, stop)
-        padding = _PADDING.match(raw, after + 2 if closing else after, stop)
-        if padding is None:
-            continue
-        if part_start >= 0:
-            children.append((part_start, _before_line_break(raw, at, part_start)))
-            if len(children) >= room:
-                return children
-        if closing:
-            return children
-        part_start = position = padding.end()
-    if part_start < 0:
+    stop = entity.body_end
+    split = split_multipart(raw, entity.body_start, stop, boundary.encode("ascii"), room)
+    if not split.found:
         result.note(Problem.MALFORMED)  # no delimiter at all: the children are unknown
-    else:
-        children.append((part_start, stop))
-        if not stop == RAW_LIMIT < len(raw):  # not merely cut at 5 MiB
-            result.note(Problem.UNTERMINATED)
-    return children
-
-
-def _before_line_break(raw: bytes, at: int, floor: int) -> int:
-    """Return the end of a part: the line break before its delimiter belongs to the delimiter."""
-    if at - 2 >= floor and raw[at - 2 : at] == b"\r\n":
-        return at - 2
-    if at - 1 >= floor and raw[at - 1] == 0x0A:
-        return at - 1
-    return at
+    elif not (split.closed or split.full) and not stop == RAW_LIMIT < len(raw):
+        result.note(Problem.UNTERMINATED)  # unless merely cut at 5 MiB
+    return split.parts

@@ -442,6 +442,12 @@ class TestUnsupportedBodies:
         ctype, body = alternative()
         unsupported(eml([*HEAD, ctype], body.removesuffix("--alt--")))
 
+    def test_a_delimiter_line_after_a_bare_lf_inside_a_part_is_refused(self) -> None:
+        # The mail reader splits there, so the draft would not read back the same.
+        file = part(["Content-Type: text/plain", 'Content-Disposition: attachment; filename="a"'],
+                    "line\n--mix\nmore")  # fmt: skip
+        assert "boundary line" in unsupported(mixed(None, file))
+
     def test_a_delimiter_line_with_trailing_text(self) -> None:
         ctype, body = alternative()
         second = "--alt\r\nContent-Type: text/html"

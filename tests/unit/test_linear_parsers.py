@@ -31,6 +31,7 @@ from providers.mime.header_block import parse_fields, strict_fields
 from providers.mime.headers import display_value, parse_addresses
 from providers.mime.html_text import html_to_text
 from providers.mime.media_types import parse_media_type
+from providers.mime.multipart import split_multipart
 from providers.mime.parse import parse_message
 from providers.smtp.wire import dot_stuff
 from schemas.args.common import AttachmentIn, Message
@@ -137,6 +138,14 @@ class TestMime:
         assert_linear(
             lambda raw: extract_attachment(raw, 2, rfc822_size=len(raw)),
             mail.attachments,
+            MESSAGE_LIMIT,
+        )
+
+    @pytest.mark.parametrize("unit", [b"--bX\r\n", b"--b\r\n", b"\n--b \n"])
+    def test_splitting_a_multipart_body_is_linear(self, unit: bytes) -> None:
+        assert_linear(
+            lambda body: split_multipart(body, 0, len(body), b"b", 100),
+            fill_bytes(unit),
             MESSAGE_LIMIT,
         )
 
