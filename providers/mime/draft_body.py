@@ -17,11 +17,11 @@ from providers.mime.compose.text_rules import is_valid_body, normalize_newlines
 from providers.mime.draft_headers import PART_FIELDS, DraftUnsupported, Fields, header_block
 from providers.mime.media_types import MediaType, parse_disposition, parse_media_type
 from providers.mime.multipart import split_multipart
+from providers.mime.transfer import IDENTITY_ENCODINGS
 
 MAX_BOUNDARY_CHARS = 70
 _BOUNDARY = re.compile(r"[0-9A-Za-z'()+_,\-./:=? ]*[0-9A-Za-z'()+_,\-./:=?]")
-_IDENTITY = frozenset({"", "7bit", "8bit", "binary"})
-_ENCODINGS = _IDENTITY | {"base64", "quoted-printable"}
+_ENCODINGS = IDENTITY_ENCODINGS | {"base64", "quoted-printable"}
 _BAD_QP = re.compile(rb"=(?!\r\n|[0-9A-Fa-f]{2})")
 _TEXT_CHARSETS = frozenset({"utf-8", "us-ascii"})
 _MAX_PARTS = limits.MAX_ATTACHMENTS + 1  # one body and the attachments
@@ -127,7 +127,7 @@ def _children(raw: bytes, container: _Entity) -> list[_Entity]:
     boundary = params["boundary"]
     if len(boundary) > MAX_BOUNDARY_CHARS or _BOUNDARY.fullmatch(boundary) is None:
         raise DraftUnsupported("a multipart boundary must be 1-70 valid characters")
-    if container.encoding not in _IDENTITY:
+    if container.encoding not in IDENTITY_ENCODINGS:
         raise DraftUnsupported("a multipart container must not be transfer-encoded")
     if container.disposition is not None:
         raise DraftUnsupported("a multipart container must not carry a Content-Disposition")
