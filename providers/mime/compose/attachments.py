@@ -183,17 +183,13 @@ def _essence(content_type: str) -> str:
 
 def _kept_content_type(value: str, data: bytes) -> str | None:
     """Return the re-serialized source type when it can be sent as is, else None."""
-    if utf8_length(value) is None or has_control(value):
-        return None
     try:
-        media = parse_media_type(value, strict=True)
-    except ValueError:
+        content_type = normalize_content_type(value, "the source content type")
+    except InvalidArguments:
         return None
-    if media.essence.startswith("multipart/"):
+    if content_type.split(";", 1)[0] == "message/rfc822" and not is_canonical_message(data):
         return None
-    if media.essence == "message/rfc822" and not is_canonical_message(data):
-        return None
-    return media.format()
+    return content_type
 
 
 def strip_outer_bcc(raw: bytes) -> bytes:
