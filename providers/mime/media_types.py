@@ -28,7 +28,8 @@ _BLANK = re.compile(r"[ \t]*")
 _PIECE = re.compile(r'(?:[^";]+|"(?:[^"\\]|\\.)*(?:"|\\?\Z))*', re.DOTALL)
 _ANY_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _QUOTE_ESCAPE = re.compile(r'\\([\\"])')
-# RFC 2231 names: `name*` (one encoded value), `name*0`, `name*1*` (continuations).
+# RFC 2231 names: `name*` (one encoded value), `name*0`, `name*1*` (continuations). Section
+# numbers have at most 3 digits: int() refuses thousands of digits, and no value has 1,000.
 _SECTION = re.compile(r"([!#$%&'+\-.^_`|~0-9A-Za-z]+)\*(?:([0-9]{1,3})\*?)?")
 _EXTENDED = re.compile(r"([^']*)'[^']*'(.*)", re.DOTALL)
 _STRICT_CHARSETS = ("utf-8", "us-ascii", "")
