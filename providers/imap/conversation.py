@@ -26,6 +26,7 @@ from providers.imap.fetch import body_section, parse_fetch
 from providers.imap.responses import ImapResponse
 from providers.imap.session import ImapSession
 from providers.imap.summaries import summary_page
+from providers.mime.header_block import HeaderRefused, strict_fields
 from providers.off_loop import off_loop
 from schemas.errors import (
     InvalidArguments,
@@ -67,30 +68,21 @@ def parse_link_section(
         return {}
     if not section.endswith(b"\r\n\r\n"):
         raise ServiceUnavailable("the IMAP server returned an incomplete header section")
+    if not section.isascii():
+        return None
     try:
-        text = section[:-4].decode("ascii")
-    except UnicodeDecodeError:
+        fields, body_start = strict_fields(
+            section, 0, len(section), frozenset(name.lower() for name in names)
+        )
+    except HeaderRefused:
         return None
-    lines = text.split("\r\n")
-    if any("\r" in line or "\n" in line for line in lines):
+    if body_start != len(section):  # a second empty line: a line that is no field
         return None
-    raw: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in lines:
-        if line[:1] in (" ", "\t"):
-            if current is None:
-                return None
-            current.append(line)
-            continue
-        name, colon, value = line.partition(":")
-        key = name.upper()
-        if not colon or key not in names or key in raw:
-            return None
-        current = raw[key] = [value]
+    raw = {name.upper(): value.decode("ascii") for name, value in fields.items()}
     found: LinkSection = {}
     total = 0
-    for key, parts in raw.items():
-        ids = parse_id_list("".join(parts), enforce_limits=enforce_limits)
+    for key, value in raw.items():
+        ids = parse_id_list(value, enforce_limits=enforce_limits)
         if ids is None:
             return None
         total += len(ids)

@@ -32,18 +32,10 @@ class ImapPool:
         if size < 1:
             raise ValueError("pool size must be at least 1")
         self._open_session = open_session
-        self._size = size
         self._idle_check_after_s = idle_check_after_s
         self._slots = asyncio.Semaphore(size)
         self._idle: list[ImapSession] = []
         self._closed = False
-        self.opened = 0  # sessions opened (logins) over the pool's life
-        self.discarded = 0  # sessions dropped as broken or failing the idle check
-
-    @property
-    def idle_count(self) -> int:
-        """Return how many logged-in sessions wait for reuse."""
-        return len(self._idle)
 
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[ImapSession]:
@@ -74,10 +66,8 @@ class ImapPool:
             if alive:
                 session.begin_lease()
                 return session
-            self.discarded += 1
             await session.close()
         session = await self._open_session()
-        self.opened += 1
         session.begin_lease()
         return session
 
@@ -96,5 +86,4 @@ class ImapPool:
         elif session.usable:
             self._idle.append(session)
         else:
-            self.discarded += 1
             await session.close()

@@ -244,14 +244,6 @@ class AppendUid(Struct, frozen=True):
     uids: list[int]
 
 
-class CopyUid(Struct, frozen=True):
-    """COPYUID (RFC 4315): destination UIDVALIDITY and the source → destination UID pairs."""
-
-    uid_validity: int
-    source: list[int]
-    destination: list[int]
-
-
 def parse_appenduid(response: ImapResponse) -> AppendUid | None:
     """Read APPENDUID from an APPEND response; None when the server sent none."""
     args = find_code(response, "APPENDUID")
@@ -260,30 +252,6 @@ def parse_appenduid(response: ImapResponse) -> AppendUid | None:
     if len(args) != 2:
         raise _malformed()
     return AppendUid(as_number(args[0]), parse_uid_set(as_text(args[1])))
-
-
-def parse_copyuid(response: ImapResponse) -> CopyUid | None:
-    """Read COPYUID from a COPY/MOVE response; None when the server sent none."""
-    args = find_code(response, "COPYUID")
-    if args is None:
-        return None
-    if len(args) != 3:
-        raise _malformed()
-    source = parse_uid_set(as_text(args[1]))
-    destination = parse_uid_set(as_text(args[2]))
-    if len(source) != len(destination):
-        raise _malformed()
-    return CopyUid(as_number(args[0]), source, destination)
-
-
-def parse_modified(response: ImapResponse) -> list[int] | None:
-    """Read the MODIFIED set of a conditional STORE (RFC 7162); None when everything applied."""
-    args = find_code(response, "MODIFIED")
-    if args is None:
-        return None
-    if len(args) != 1:
-        raise _malformed()
-    return parse_uid_set(as_text(args[0]))
 
 
 # --- capabilities -----------------------------------------------------------------------------

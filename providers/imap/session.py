@@ -90,11 +90,6 @@ class ImapSession:
         """Tell whether the connection is open and in a known state."""
         return not (self._broken or self._wire.closed.done())
 
-    @property
-    def bytes_read(self) -> int:
-        """Return the bytes read from the wire over the whole connection."""
-        return self._wire.total_bytes
-
     def begin_lease(self) -> None:
         """Start a new user's lease: fresh read budget and no assumed selected mailbox."""
         self._wire.lease_bytes = 0

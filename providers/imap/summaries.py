@@ -17,13 +17,8 @@ from providers.imap.fetch import (
 )
 from providers.imap.responses import ImapResponse
 from providers.imap.session import ImapSession
-from providers.mime.headers import (
-    HEADER_BLOCK_LIMIT,
-    display_value,
-    parse_addresses,
-    parse_date,
-    parse_fields,
-)
+from providers.mime.header_block import HEADER_BLOCK_LIMIT, parse_fields
+from providers.mime.headers import display_value, parse_addresses, parse_date
 from providers.off_loop import off_loop
 from schemas.errors import ServiceUnavailable
 from schemas.mailbox import Reference

@@ -25,7 +25,6 @@ class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
         super().__init__(loop, self._on_connection_lost)
         self.read_budget = read_budget
         self.lease_bytes = 0
-        self.total_bytes = 0
         self.over_budget = False
         self.greeting: asyncio.Future[bytes] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
@@ -33,7 +32,6 @@ class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
     def data_received(self, data: bytes) -> None:
         """Count bytes against the budget, then feed aioimaplib a bounded number of lines."""
         self.lease_bytes += len(data)
-        self.total_bytes += len(data)
         if self.lease_bytes > self.read_budget:
             self.over_budget = True
             if self.transport is not None:

@@ -11,17 +11,20 @@ import re
 
 from msgspec import Struct, field, structs
 
+from providers.mime.base64_decoding import decode_strict
 from providers.mime.compose import limits
-from providers.mime.compose.media_types import MediaType, parse_media_type
 from providers.mime.compose.text_rules import is_valid_body, normalize_newlines
 from providers.mime.draft_headers import PART_FIELDS, DraftUnsupported, Fields, header_block
+from providers.mime.media_types import MediaType, parse_disposition, parse_media_type
+from providers.mime.multipart import split_multipart
+from providers.mime.transfer import IDENTITY_ENCODINGS
 
 MAX_BOUNDARY_CHARS = 70
 _BOUNDARY = re.compile(r"[0-9A-Za-z'()+_,\-./:=? ]*[0-9A-Za-z'()+_,\-./:=?]")
-_IDENTITY = frozenset({"", "7bit", "8bit", "binary"})
-_ENCODINGS = _IDENTITY | {"base64", "quoted-printable"}
+_ENCODINGS = IDENTITY_ENCODINGS | {"base64", "quoted-printable"}
 _BAD_QP = re.compile(rb"=(?!\r\n|[0-9A-Fa-f]{2})")
 _TEXT_CHARSETS = frozenset({"utf-8", "us-ascii"})
+_MAX_PARTS = limits.MAX_ATTACHMENTS + 1  # one body and the attachments
 
 
 class DraftFile(Struct, frozen=True):
@@ -77,7 +80,7 @@ def parse_body(raw: bytes, fields: Fields, start: int, end: int) -> DraftBody:
 def _entity(fields: Fields, start: int, end: int) -> _Entity:
     value = fields.get("content-type", "text/plain")
     try:
-        media = parse_media_type(value)
+        media = parse_media_type(value, strict=True)
     except ValueError:
         raise DraftUnsupported("a Content-Type cannot be parsed") from None
     encoding = fields.get("content-transfer-encoding")
@@ -124,40 +127,31 @@ def _children(raw: bytes, container: _Entity) -> list[_Entity]:
     boundary = params["boundary"]
     if len(boundary) > MAX_BOUNDARY_CHARS or _BOUNDARY.fullmatch(boundary) is None:
         raise DraftUnsupported("a multipart boundary must be 1-70 valid characters")
-    if container.encoding not in _IDENTITY:
+    if container.encoding not in IDENTITY_ENCODINGS:
         raise DraftUnsupported("a multipart container must not be transfer-encoded")
     if container.disposition is not None:
         raise DraftUnsupported("a multipart container must not carry a Content-Disposition")
-    delimiter = b"--" + boundary.encode("ascii")
     start, end = container.start, container.end
-    if not raw.startswith(delimiter + b"\r\n", start, end):
+    split = split_multipart(raw, start, end, boundary.encode("ascii"), _MAX_PARTS + 1, strict=True)
+    if not split.found or split.preamble:
         raise DraftUnsupported("a multipart body must start with its boundary line (no preamble)")
-    position = start + len(delimiter) + 2
-    parts: list[_Entity] = []
-    while True:
-        found = raw.find(b"\r\n" + delimiter, position, end)
-        if found < 0:
-            raise DraftUnsupported("a multipart body lacks its closing boundary")
-        parts.append(_part(raw, position, found))
-        if len(parts) > limits.MAX_ATTACHMENTS + 1:
-            raise DraftUnsupported("a multipart body holds more than 21 parts")
-        after = found + 2 + len(delimiter)
-        if raw.startswith(b"--", after, end):
-            if raw[after + 2 : end] not in (b"", b"\r\n"):
-                raise DraftUnsupported("a multipart body has an epilogue after its closing line")
-            return parts
-        if not raw.startswith(b"\r\n", after, end):
-            raise DraftUnsupported("a boundary line must be exactly the delimiter and CRLF")
-        position = after + 2
+    if not split.exact:
+        raise DraftUnsupported("a boundary line must be exactly the delimiter and CRLF")
+    if len(split.parts) > _MAX_PARTS:
+        raise DraftUnsupported("a multipart body holds more than 21 parts")
+    if not split.closed:
+        raise DraftUnsupported("a multipart body lacks its closing boundary")
+    if split.epilogue:
+        raise DraftUnsupported("a multipart body has an epilogue after its closing line")
+    return [_part(raw, start, end) for start, end in split.parts]
 
 
 def _decoded(raw: bytes, entity: _Entity) -> bytes:
     data = raw[entity.start : entity.end]
     if entity.encoding == "base64":
-        lines = data.split(b"\r\n")
-        try:
-            return binascii.a2b_base64(b"".join(lines), strict_mode=True)
-        except binascii.Error:
+        try:  # lines end with CRLF; no other byte outside the alphabet is allowed
+            return decode_strict(data.replace(b"\r\n", b""))
+        except ValueError:
             raise DraftUnsupported("a base64 part is not strict base64") from None
     if entity.encoding == "quoted-printable":
         if _BAD_QP.search(data):
@@ -202,12 +196,11 @@ def _attachment(raw: bytes, entity: _Entity) -> DraftFile:
     if entity.disposition is None:
         raise DraftUnsupported("every part after the body must be an attachment")
     try:
-        # The disposition's parameter grammar is the Content-Type one.
-        disposition = parse_media_type(f"disposition/{entity.disposition}")
+        disposition = parse_disposition(entity.disposition, strict=True)
     except ValueError:
         raise DraftUnsupported("a Content-Disposition cannot be parsed") from None
     filename = disposition.params.get("filename", "")
-    if disposition.essence != "disposition/attachment":
+    if disposition.kind != "attachment":
         raise DraftUnsupported("inline parts are not supported; only attachments")
     if set(disposition.params) != {"filename"} or not filename:
         raise DraftUnsupported("an attachment disposition must carry exactly one filename")

@@ -6,17 +6,16 @@ that is read back must rebuild to the same content or not be offered for editing
 
 from __future__ import annotations
 
-import binascii
 import re
 
-from providers.mime.charsets import resolve_charset
 from providers.mime.compose.addresses import Mailbox, parse_source_list
 from providers.mime.compose.dates import parse_source_date
 from providers.mime.compose.text_rules import normalize_message_id
+from providers.mime.encoded_words import WordError, decode_words
+from providers.mime.header_block import HeaderRefused, UnknownField, strict_fields
 from providers.mime.headers import parse_addresses
 from schemas.errors import UnsupportedOperation
 
-HEADER_BLOCK_LIMIT = 64 * 1024
 OUTER_FIELDS = frozenset(
     {
         "from",
@@ -36,12 +35,7 @@ OUTER_FIELDS = frozenset(
 )
 PART_FIELDS = frozenset({"content-type", "content-transfer-encoding", "content-disposition"})
 
-_FIELD_NAME = re.compile(rb"[\x21-\x39\x3b-\x7e]+")
 _HEADER_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-_ENCODED_WORD = re.compile(r"=\?([^?*\s]+)(?:\*[^?\s]*)?\?([BbQq])\?([^?\s]*)\?=")
-_BAD_Q_ESCAPE = re.compile(rb"=(?![0-9A-Fa-f]{2})")
-_Q_ESCAPE = re.compile(rb"=([0-9A-Fa-f]{2})")
-_BLANK = re.compile(r"[ \t]*")
 
 
 class DraftUnsupported(UnsupportedOperation):
@@ -57,41 +51,24 @@ Fields = dict[str, str]
 def header_block(raw: bytes, start: int, end: int, allowed: frozenset[str]) -> tuple[Fields, int]:
     """Read the strict header block of the entity raw[start:end]; return fields and body start.
 
-    Field names are lower-cased; each allowed field may appear once; values are unfolded
-    (CRLF removed) and trimmed of surrounding blanks.
+    Field names are lower-cased; each allowed field may appear once; values are unfolded,
+    trimmed of surrounding blanks, free of control characters and valid UTF-8.
     """
-    if raw.startswith(b"\r\n", start, end):
-        return {}, start + 2
-    stop = raw.find(b"\r\n\r\n", start, min(end, start + HEADER_BLOCK_LIMIT + 4))
-    if stop < 0:
-        raise DraftUnsupported("a header block must end with an empty CRLF line within 64 KiB")
-    block = raw[start:stop]
-    if b"\r" in block.replace(b"\r\n", b"") or b"\n" in block.replace(b"\r\n", b""):
-        raise DraftUnsupported("header lines must end with CRLF (no bare CR or LF)")
-    if _HEADER_CONTROL.search(block.replace(b"\r\n", b"")):
-        raise DraftUnsupported("header fields must not contain control characters")
+    try:
+        found, body_start = strict_fields(raw, start, end, allowed)
+    except UnknownField:
+        raise DraftUnsupported(_unknown_field(allowed)) from None
+    except HeaderRefused as refused:
+        raise DraftUnsupported(str(refused)) from None
     fields: Fields = {}
-    name = ""
-    pieces: list[bytes] = []
-    for line in block.split(b"\r\n"):
-        if line[:1] in (b" ", b"\t"):
-            if not name:
-                raise DraftUnsupported("a header block must not start with a continuation line")
-            pieces.append(line)
-            continue
-        if name:
-            fields[name] = _field_value(pieces)
-        raw_name, colon, value = line.partition(b":")
-        if not colon or _FIELD_NAME.fullmatch(raw_name) is None:
-            raise DraftUnsupported("every header line must be a field or a continuation")
-        name = raw_name.decode("ascii").lower()
-        if name not in allowed:
-            raise DraftUnsupported(_unknown_field(allowed))
-        if name in fields:
-            raise DraftUnsupported("a header field appears more than once")
-        pieces = [value]
-    fields[name] = _field_value(pieces)
-    return fields, stop + 4
+    for name, value in found.items():
+        if _HEADER_CONTROL.search(value):
+            raise DraftUnsupported("header fields must not contain control characters")
+        try:
+            fields[name] = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DraftUnsupported("header fields must be ASCII or valid UTF-8") from None
+    return fields, body_start
 
 
 def _unknown_field(allowed: frozenset[str]) -> str:
@@ -101,13 +78,6 @@ def _unknown_field(allowed: frozenset[str]) -> str:
         "a header field other than From, To, Cc, Bcc, Subject, Date, Message-Id, In-Reply-To, "
         "References, MIME-Version and the Content-* fields is present"
     )
-
-
-def _field_value(pieces: list[bytes]) -> str:
-    try:
-        return b"".join(pieces).decode("utf-8").strip(" \t")
-    except UnicodeDecodeError:
-        raise DraftUnsupported("header fields must be ASCII or valid UTF-8") from None
 
 
 def single_mailbox(value: str) -> Mailbox:
@@ -163,48 +133,7 @@ def check_mime_version(value: str) -> None:
 
 def decode_subject(value: str) -> str:
     """Decode RFC 2047 words strictly: known charset, exact B or Q payload, no bad bytes."""
-    if "=?" not in value:
-        return value
-    out: list[str] = []
-    pending: list[bytes] = []
-    pending_charset = ""
-    position = 0
-    for match in _ENCODED_WORD.finditer(value):
-        between = value[position : match.start()]
-        position = match.end()
-        adjacent = bool(pending) and _BLANK.fullmatch(between) is not None
-        charset = match.group(1).lower()
-        if not (adjacent and charset == pending_charset):
-            out.append(_decode_words(pending, pending_charset))
-            pending = []
-            if not adjacent:
-                out.append(between)
-        pending.append(_word_bytes(match.group(2), match.group(3)))
-        pending_charset = charset
-    out.append(_decode_words(pending, pending_charset))
-    out.append(value[position:])
-    return "".join(out)
-
-
-def _word_bytes(encoding: str, payload: str) -> bytes:
-    data = payload.encode("ascii", "replace")
-    if encoding in "Qq":
-        if _BAD_Q_ESCAPE.search(data):
-            raise DraftUnsupported("Subject has a malformed RFC 2047 word")
-        return _Q_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), data.replace(b"_", b" "))
     try:
-        return binascii.a2b_base64(data, strict_mode=True)
-    except binascii.Error:
-        raise DraftUnsupported("Subject has a malformed RFC 2047 word") from None
-
-
-def _decode_words(pending: list[bytes], charset: str) -> str:
-    if not pending:
-        return ""
-    codec = resolve_charset(charset)
-    if codec is None:
-        raise DraftUnsupported("Subject uses an unknown RFC 2047 charset")
-    try:
-        return b"".join(pending).decode(codec)
-    except (UnicodeDecodeError, LookupError):
-        raise DraftUnsupported("Subject has an RFC 2047 word that does not decode") from None
+        return decode_words(value, strict=True)
+    except WordError as error:
+        raise DraftUnsupported(f"Subject {error}") from None

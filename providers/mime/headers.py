@@ -1,249 +1,30 @@
-"""Pure helpers over raw header bytes: header blocks, RFC 2047 words, addresses, dates, IDs.
+"""Pure helpers over raw header values: display cleaning, addresses, dates and message IDs.
 
 Nothing here raises on malformed input except the classified limits (SafetyLimit) that the
-spec turns into errors: an oversized header block and too many or too long message IDs.
+spec turns into errors: too many or too long message IDs.
 """
 
 from __future__ import annotations
 
-import binascii
 import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from msgspec import Struct
-
-from providers.mime.charsets import decode_text, loose_text
+from providers.mime.charsets import loose_text
 from providers.mime.cleaning import clean_line
+from providers.mime.encoded_words import decode_words
 from schemas.errors import SafetyLimit
 from schemas.messages import Address
 
-HEADER_BLOCK_LIMIT = 64 * 1024
 MAX_ADDRESSES = 100
 MAX_ADDRESS_PART_BYTES = 1024
 MAX_MESSAGE_IDS = 100
 MAX_MESSAGE_ID_BYTES = 1024
 _MAX_DATE_CHARS = 256
 
-_ENCODED_WORD = re.compile(r"=\?([^?\s*]+)(?:\*[^?\s]*)?\?([BbQq])\?([^?\s]*)\?=")
-_Q_ESCAPE = re.compile(rb"=([0-9A-Fa-f]{2})")
-_NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
 _ADDRESS_SPECIAL = re.compile(r'["(<:,;]')
 _WHITESPACE = re.compile(r"\s+")
 _MESSAGE_ID = re.compile(r"<([^<>\s\x00-\x1f\x7f]*)>")
-_FIELD_NAME = re.compile(rb"[\x21-\x39\x3b-\x7e]+")
-# A line break not followed by a continuation: the end of a field's value.
-_NEXT_FIELD = re.compile(rb"\n(?![ \t])")
-_LINE_BREAKS = re.compile(rb"\r?\n|\r\Z")
-# Field lines and their continuations; the first char tells the kinds apart, so no backtracking.
-_HEADER_LINES = re.compile(
-    rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*"
-)
-
-
-class HeaderFields(Struct, frozen=True):
-    """The fields of one header block in order: (name, unfolded raw value); names match any case.
-
-    `malformed` counts lines that were neither a field nor a continuation and were skipped.
-    """
-
-    fields: tuple[tuple[str, bytes], ...] = ()
-    malformed: int = 0
-
-    def get(self, name: str) -> bytes | None:
-        """Return the first value of field `name` (any case), or None."""
-        wanted = name.lower()
-        for key, value in self.fields:
-            if key.lower() == wanted:
-                return value
-        return None
-
-    def get_all(self, name: str) -> list[bytes]:
-        """Return every value of field `name` (any case) in order."""
-        wanted = name.lower()
-        return [value for key, value in self.fields if key.lower() == wanted]
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self.get(name) is not None
-
-
-# --- header blocks ----------------------------------------------------------------------------
-
-
-class HeaderBounds(Struct, frozen=True):
-    """Where a header block's fields start and end and its body begins, as raw offsets.
-
-    `separator_missing` tells that a line that is neither a field nor a continuation ended
-    the block (no empty line): that line is the first line of the body.
-    """
-
-    header_start: int
-    header_end: int
-    body_start: int
-    separator_missing: bool = False
-
-
-def header_bounds(
-    raw: bytes, start: int = 0, end: int | None = None, limit: int = HEADER_BLOCK_LIMIT
-) -> HeaderBounds:
-    """Delimit the header block of the entity at raw[start:end] (CRLF or bare LF framing).
-
-    The block is the longest run of field and continuation lines; it is followed by an empty
-    line, the end of the entity or (malformed) the first line of the body. A block longer
-    than `limit` bytes raises SafetyLimit without scanning further.
-    """
-    stop = len(raw) if end is None else min(end, len(raw))
-    position = start
-    if raw.startswith(b"From ", start, stop):  # an mbox separator line is not a header
-        newline = raw.find(b"\n", start, min(stop, start + limit + 1))
-        position = stop if newline < 0 else newline + 1
-    matched = _HEADER_LINES.match(raw, position, min(stop, start + limit + 1))
-    header_end = matched.end() if matched else position
-    if header_end - start > limit:
-        raise SafetyLimit("a header block exceeds 64 KiB")
-    if raw.startswith(b"\r\n", header_end, stop):
-        return HeaderBounds(position, header_end, header_end + 2)
-    if raw.startswith(b"\n", header_end, stop):
-        return HeaderBounds(position, header_end, header_end + 1)
-    return HeaderBounds(position, header_end, header_end, header_end < stop)
-
-
-def split_header_block(
-    raw: bytes, start: int = 0, limit: int = HEADER_BLOCK_LIMIT
-) -> tuple[int, int]:
-    """Return (end of the header block, start of the body) for the entity at `start`."""
-    bounds = header_bounds(raw, start, None, limit)
-    return bounds.header_end, bounds.body_start
-
-
-def parse_fields(block: bytes) -> HeaderFields:
-    """Split an already delimited header block into unfolded fields (never raises)."""
-    fields: list[tuple[str, list[bytes]]] = []
-    malformed = 0
-    for line in block.split(b"\n"):
-        line = line.removesuffix(b"\r")
-        if not line:
-            continue
-        if line[:1] in (b" ", b"\t"):
-            if fields:
-                fields[-1][1].append(line)
-            else:
-                malformed += 1
-            continue
-        raw_name, colon, value = line.partition(b":")
-        raw_name = raw_name.rstrip(b" \t")
-        if not colon or _FIELD_NAME.fullmatch(raw_name) is None:
-            malformed += 1
-            continue
-        fields.append((raw_name.decode("ascii"), [value]))
-    unfolded = tuple((name, b"".join(parts).strip(b" \t")) for name, parts in fields)
-    return HeaderFields(unfolded, malformed)
-
-
-class FieldFinder:
-    """Finds the first field of each of a few names in a delimited header block.
-
-    Each name costs one literal search of the block however many fields it holds, so a part
-    header of 8,000 one-letter fields is not split into 8,000 Python tuples to read three.
-    The value is unfolded exactly as parse_fields unfolds it.
-    """
-
-    def __init__(self, names: tuple[str, ...]) -> None:
-        # Searched in "\n" + the lower-cased block: a field starts the block or follows a LF.
-        self.patterns = [
-            (name, re.compile(b"\n" + re.escape(name.lower().encode("ascii")) + rb"[ \t]*:"))
-            for name in names
-        ]
-
-    def first_fields(self, block: bytes) -> HeaderFields:
-        """Return the first field of each name present (never raises)."""
-        lowered = b"\n" + block.lower()
-        found: list[tuple[str, bytes]] = []
-        for name, pattern in self.patterns:
-            match = pattern.search(lowered)
-            if match is None:
-                continue
-            start = match.end() - 1  # offsets in `lowered` are one past those in `block`
-            end = _NEXT_FIELD.search(block, start)
-            value = block[start : len(block) if end is None else end.start() + 1]
-            found.append((name, _LINE_BREAKS.sub(b"", value).strip(b" \t")))
-        return HeaderFields(tuple(found))
-
-
-def parse_header_block(raw: bytes, limit: int = HEADER_BLOCK_LIMIT) -> HeaderFields:
-    """Parse the header block at the start of `raw` (which may go on with a body).
-
-    Raises SafetyLimit when the block exceeds `limit` bytes (64 KiB by default); a non-field
-    line that ends the block early is counted in `malformed`.
-    """
-    bounds = header_bounds(raw, 0, None, limit)
-    fields = parse_fields(raw[bounds.header_start : bounds.header_end])
-    if bounds.separator_missing:
-        return HeaderFields(fields.fields, fields.malformed + 1)
-    return fields
-
-
-# --- RFC 2047 encoded words -------------------------------------------------------------------
-
-
-def decode_words(value: bytes | str) -> str:
-    """Decode RFC 2047 encoded words (B or Q, any charset) in a header value; never raises.
-
-    Whitespace between adjacent encoded words is dropped and adjacent words in the same
-    charset are joined before decoding, so a character split across words survives. Unknown
-    charsets decode with replacement characters; a word that cannot be decoded stays as is.
-    """
-    text = loose_text(value)
-    if "=?" not in text:
-        return text
-    out: list[str] = []
-    pending: list[bytes] = []
-    pending_charset = ""
-    position = 0
-
-    def flush() -> None:
-        if pending:
-            out.append(decode_text(b"".join(pending), pending_charset)[0])
-            pending.clear()
-
-    for match in _ENCODED_WORD.finditer(text):
-        between = text[position : match.start()]
-        position = match.end()
-        data = _word_bytes(match.group(2), match.group(3))
-        if data is None:
-            flush()
-            out.append(between + match.group(0))
-            continue
-        charset = match.group(1).lower()
-        adjacent = bool(pending) and between.strip() == ""
-        if adjacent and charset == pending_charset:
-            pending.append(data)
-            continue
-        flush()
-        if not adjacent:
-            out.append(between)
-        pending.append(data)
-        pending_charset = charset
-    flush()
-    out.append(text[position:])
-    return "".join(out)
-
-
-def _word_bytes(encoding: str, payload: str) -> bytes | None:
-    """Return the bytes an encoded word carries, or None when its payload is unusable."""
-    try:
-        data = payload.encode("ascii")
-    except UnicodeEncodeError:
-        return None
-    if encoding in "Qq":
-        return _Q_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), data.replace(b"_", b" "))
-    data = _NOT_BASE64.sub(b"", data)
-    if len(data) % 4 == 1:  # one stray sextet carries no whole byte
-        data = data[:-1]
-    try:
-        return binascii.a2b_base64(data + b"=" * (-len(data) % 4))
-    except binascii.Error:
-        return None
 
 
 # --- cleaning ---------------------------------------------------------------------------------

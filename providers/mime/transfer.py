@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import binascii
 
+from providers.mime.base64_decoding import decode_lenient, decode_strict, lenient_size
+
 IDENTITY_ENCODINGS = frozenset({"", "7bit", "8bit", "binary"})
 
-_BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-_NOT_BASE64 = bytes(set(range(256)) - set(_BASE64_ALPHABET))
 _LINE_SPACE = b" \t\r\n"
-_CHUNK = 1024 * 1024
 
 
 class TransferDecodeError(ValueError):
@@ -24,10 +23,9 @@ def normalize_encoding(value: str) -> str:
 def decode_body(body: bytes | memoryview, encoding: str, *, strict: bool) -> bytes:
     """Transfer-decode a part body (no charset conversion); raise TransferDecodeError.
 
-    Strict decoding (attachment retrieval) refuses corrupt base64: characters outside the
-    alphabet, wrong padding or data after the padding. Lenient decoding (display and sizes)
-    ignores every byte outside the alphabet and completes a cut final group; both agree on
-    valid data.
+    Strict decoding (attachment retrieval) ignores spaces and line breaks but refuses any
+    other corrupt base64: characters outside the alphabet, wrong padding or data after the
+    padding. Lenient decoding (display and sizes) ignores every byte outside the alphabet.
     """
     if encoding in IDENTITY_ENCODINGS:
         return bytes(body)
@@ -35,26 +33,12 @@ def decode_body(body: bytes | memoryview, encoding: str, *, strict: bool) -> byt
         return binascii.a2b_qp(body)
     if encoding != "base64":
         raise TransferDecodeError("unsupported transfer encoding")
-    if strict:
-        try:
-            return binascii.a2b_base64(bytes(body).translate(None, _LINE_SPACE), strict_mode=True)
-        except binascii.Error:
-            raise TransferDecodeError("corrupt base64 data") from None
-    return _base64_lenient(body)
-
-
-def _base64_lenient(body: bytes | memoryview) -> bytes:
-    """Decode base64 ignoring every non-alphabet byte (padding included), 1 MiB at a time."""
-    out = bytearray()
-    carry = b""
-    for offset in range(0, len(body), _CHUNK):
-        piece = carry + bytes(body[offset : offset + _CHUNK]).translate(None, _NOT_BASE64)
-        usable = len(piece) - len(piece) % 4
-        out += binascii.a2b_base64(piece[:usable])
-        carry = piece[usable:]
-    if len(carry) >= 2:  # a lone final sextet carries no whole byte
-        out += binascii.a2b_base64(carry + b"=" * (4 - len(carry)))
-    return bytes(out)
+    if not strict:
+        return decode_lenient(body)
+    try:
+        return decode_strict(bytes(body).translate(None, _LINE_SPACE))
+    except ValueError:
+        raise TransferDecodeError("corrupt base64 data") from None
 
 
 def decoded_size(body: bytes | memoryview, encoding: str) -> int:
@@ -62,10 +46,5 @@ def decoded_size(body: bytes | memoryview, encoding: str) -> int:
     if encoding in IDENTITY_ENCODINGS:
         return len(body)
     if encoding == "base64":
-        others = sum(
-            len(bytes(body[offset : offset + _CHUNK]).translate(None, _BASE64_ALPHABET))
-            for offset in range(0, len(body), _CHUNK)
-        )
-        sextets = len(body) - others
-        return sextets // 4 * 3 + max(0, sextets % 4 - 1)
+        return lenient_size(body)
     return len(decode_body(body, encoding, strict=False))

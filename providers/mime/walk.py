@@ -4,28 +4,27 @@ The stdlib feed parser builds the whole tree eagerly (every body as a string, ab
 times the message size at peak), cannot stop at our depth, part and header limits, and
 recurses per nesting level. This walk keeps one explicit stack, checks each limit before
 doing the work it guards, and records bodies as (start, end) offsets into the caller's bytes.
-Header parameters (RFC 2045/2231) are still read by the stdlib `email.message.Message` in
-compat32 mode, which keeps the raw values and decodes RFC 2231 continuations and charsets.
+Content-Type and Content-Disposition are read by the lenient mode of media_types.
 """
 
 from __future__ import annotations
 
-import re
-from email.message import Message
-from email.utils import collapse_rfc2231_value
 from enum import StrEnum
 
 from msgspec import Struct, field
 
 from providers.mime.charsets import loose_text
 from providers.mime.cleaning import clean_line
-from providers.mime.headers import (
-    FieldFinder,
-    HeaderFields,
-    decode_words,
-    header_bounds,
-    parse_fields,
+from providers.mime.encoded_words import decode_words
+from providers.mime.header_block import FieldFinder, HeaderFields, header_bounds, parse_fields
+from providers.mime.media_types import (
+    Disposition,
+    MediaType,
+    format_parameters,
+    parse_disposition,
+    parse_media_type,
 )
+from providers.mime.multipart import split_multipart
 from providers.mime.transfer import IDENTITY_ENCODINGS, normalize_encoding
 from schemas.errors import SafetyLimit
 
@@ -34,14 +33,11 @@ MAX_DEPTH = 12
 MAX_PARTS = 100
 MAX_CONTENT_TYPE_BYTES = 4096
 MAX_FILENAME_BYTES = 1024
-# Longer Content-Type/Disposition values are cut before the stdlib parameter parser sees them:
-# its quote counting is quadratic in the value length.
+# Longer Content-Type/Disposition values are cut before their parameters are read: no real
+# one is longer, and it bounds the parameter work of a walk to 100 parts x 4 KiB.
 _MAX_PARAM_VALUE_CHARS = 4096
 _MAX_BOUNDARY_BYTES = 200
 
-_MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_PADDING = re.compile(rb"[ \t]*\r?(?:\n|\Z)")
 # A part needs only these; the root's fields are all parsed (they are displayed).
 _PART_FIELDS = FieldFinder(("Content-Type", "Content-Disposition", "Content-Transfer-Encoding"))
 
@@ -149,7 +145,7 @@ def walk(raw: bytes, *, stop_after_attachments: int | None = None) -> Walk:
             result.note(Problem.MALFORMED_HEADER)
         if depth == 0:
             result.root = fields
-        entity, message = _entity(fields, default_type, bounds.body_start, stop, result)
+        entity, declared = _entity(fields, default_type, bounds.body_start, stop, result)
         if entity.attachment or not entity.media_type.startswith("multipart/"):
             result.entities.append(entity)
             found += entity.attachment
@@ -163,129 +159,91 @@ def walk(raw: bytes, *, stop_after_attachments: int | None = None) -> Walk:
             result.note(Problem.DEPTH)
             continue
         # One child more than the part budget lets the loop above notice the limit.
-        children = _children(raw, entity, message, MAX_PARTS - parts + 1, result)
+        children = _children(raw, entity, declared, MAX_PARTS - parts + 1, result)
         child_type = "message/rfc822" if entity.media_type == "multipart/digest" else "text/plain"
         stack.extend((a, b, depth + 1, child_type) for a, b in reversed(children))
     return result
 
 
-def _header_message(fields: HeaderFields) -> tuple[Message, bool]:
-    """Load the parameter-bearing fields into a compat32 Message; tell whether any was cut."""
-    message = Message()
+def _content_fields(fields: HeaderFields) -> tuple[MediaType, Disposition, bool]:
+    """Read Content-Type and Content-Disposition leniently; tell whether either value was cut."""
     cut = False
+    texts: list[str] = []
     for name in ("Content-Type", "Content-Disposition"):
         value = fields.get(name)
-        if value is None:
-            continue
-        text = loose_text(value)
+        text = "" if value is None else loose_text(value)
         if len(text) > _MAX_PARAM_VALUE_CHARS:
             text, cut = text[:_MAX_PARAM_VALUE_CHARS], True
-        message[name] = text
-    return message, cut
+        texts.append(text)
+    return parse_media_type(texts[0], strict=False), parse_disposition(texts[1], strict=False), cut
 
 
 def _entity(
     fields: HeaderFields, default_type: str, body_start: int, body_end: int, result: Walk
-) -> tuple[Entity, Message]:
+) -> tuple[Entity, MediaType]:
     """Describe one entity and apply the attachment rule of tools.md §5.7."""
-    message, cut = _header_message(fields)
+    declared, disposition, cut = _content_fields(fields)
     if cut:
         result.note(Problem.MALFORMED)
-    declared = message.get("Content-Type")
-    main_value = "" if declared is None else str(declared).split(";", 1)[0].strip()
-    explicit = _MEDIA_TYPE.fullmatch(main_value) is not None
-    media_type = main_value.lower() if explicit else default_type
+    explicit = declared.essence != ""
+    media_type = declared.essence if explicit else default_type
     raw_encoding = fields.get("Content-Transfer-Encoding")
     encoding = "" if raw_encoding is None else normalize_encoding(loose_text(raw_encoding))
-    filename = _filename(message)
-    disposition = message.get_content_disposition()
+    filename = _filename(declared, disposition)
     attachment = (
-        disposition == "attachment"
+        disposition.kind == "attachment"
         or bool(filename)
         or (explicit and not media_type.startswith(("multipart/", "text/")))
     )
     entity = Entity(
         media_type=media_type,
-        charset=message.get_content_charset() if media_type.startswith("text/") else None,
+        charset=_charset(declared) if media_type.startswith("text/") else None,
         transfer_encoding=encoding,
         body_start=body_start,
         body_end=body_end,
         attachment=attachment,
         filename=filename,
-        content_type=_content_type(message, media_type) if attachment else media_type,
+        content_type=_content_type(declared, media_type) if attachment else media_type,
     )
-    return entity, message
+    return entity, declared
 
 
-def _filename(message: Message) -> str:
+def _charset(declared: MediaType) -> str | None:
+    """Return the declared charset in lower case; None when absent or not ASCII."""
+    charset = declared.params.get("charset")
+    if charset is None or not charset.isascii():
+        return None
+    return charset.lower()
+
+
+def _filename(declared: MediaType, disposition: Disposition) -> str:
     """Return the cleaned filename (Content-Disposition filename, else Content-Type name)."""
-    name = message.get_filename()
-    if not name:
+    params = disposition.params
+    name = params["filename"] if "filename" in params else declared.params.get("name")
+    if not name or not name.strip():
         return ""
-    return clean_line(decode_words(name), MAX_FILENAME_BYTES)
+    return clean_line(decode_words(name.strip()), MAX_FILENAME_BYTES)
 
 
-def _content_type(message: Message, media_type: str) -> str:
-    """Re-serialize the media type with its parameters (RFC 2231 values decoded)."""
-    pieces = [media_type]
-    for name, value in message.get_params(header="content-type", failobj=[])[1:]:
-        if not name or not _TOKEN.fullmatch(name):
-            continue
-        text = collapse_rfc2231_value(value)
-        if not _TOKEN.fullmatch(text):
-            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        pieces.append(f"{name}={text}")
-    return clean_line("; ".join(pieces), MAX_CONTENT_TYPE_BYTES)
+def _content_type(declared: MediaType, media_type: str) -> str:
+    """Re-serialize the media type with its parameters for display (RFC 2231 values decoded)."""
+    return clean_line(
+        format_parameters(media_type, declared.params, wire=False), MAX_CONTENT_TYPE_BYTES
+    )
 
 
 def _children(
-    raw: bytes, entity: Entity, message: Message, room: int, result: Walk
+    raw: bytes, entity: Entity, declared: MediaType, room: int, result: Walk
 ) -> list[tuple[int, int]]:
     """Split a multipart body into at most `room` child (start, end) offsets."""
-    value = message.get_param("boundary")
-    boundary = collapse_rfc2231_value(value) if value is not None else ""
-    try:
-        delimiter = b"--" + boundary.encode("ascii")
-    except UnicodeEncodeError:
-        delimiter = b"--"
-    if not boundary or len(delimiter) > _MAX_BOUNDARY_BYTES:
+    boundary = declared.params.get("boundary", "")
+    if not boundary or not boundary.isascii() or len(boundary) + 2 > _MAX_BOUNDARY_BYTES:
         result.note(Problem.MALFORMED)
         return []
-    children: list[tuple[int, int]] = []
-    start, stop = entity.body_start, entity.body_end
-    position, part_start = start, -1
-    while True:
-        at = raw.find(delimiter, position, stop)
-        if at < 0:
-            break
-        position = at + 1
-        if at != start and raw[at - 1] != 0x0A:
-            continue
-        after = at + len(delimiter)
-        closing = raw.startswith(b"--", after, stop)
-        padding = _PADDING.match(raw, after + 2 if closing else after, stop)
-        if padding is None:
-            continue
-        if part_start >= 0:
-            children.append((part_start, _before_line_break(raw, at, part_start)))
-            if len(children) >= room:
-                return children
-        if closing:
-            return children
-        part_start = position = padding.end()
-    if part_start < 0:
+    stop = entity.body_end
+    split = split_multipart(raw, entity.body_start, stop, boundary.encode("ascii"), room)
+    if not split.found:
         result.note(Problem.MALFORMED)  # no delimiter at all: the children are unknown
-    else:
-        children.append((part_start, stop))
-        if not stop == RAW_LIMIT < len(raw):  # not merely cut at 5 MiB
-            result.note(Problem.UNTERMINATED)
-    return children
-
-
-def _before_line_break(raw: bytes, at: int, floor: int) -> int:
-    """Return the end of a part: the line break before its delimiter belongs to the delimiter."""
-    if at - 2 >= floor and raw[at - 2 : at] == b"\r\n":
-        return at - 2
-    if at - 1 >= floor and raw[at - 1] == 0x0A:
-        return at - 1
-    return at
+    elif not (split.closed or split.full) and not stop == RAW_LIMIT < len(raw):
+        result.note(Problem.UNTERMINATED)  # unless merely cut at 5 MiB
+    return split.parts

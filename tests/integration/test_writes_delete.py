@@ -13,6 +13,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from providers.imap.pool import ImapPool
+from providers.imap.session import ImapSession
+from schemas.errors import ServiceUnavailable
 from support.imap_proxy import ImapProxy
 from support.services import Services
 from support.write_calls import flags_of, seed, store_flags, write_tools
@@ -89,11 +92,18 @@ class TestGates:
         self, services: Services, env: dict[str, str], delete_gate: str
     ) -> None:
         full = {**env, "MAIL_ENABLE_DELETE": delete_gate}
+        dialled: list[str] = []
+
+        async def dial() -> ImapSession:
+            dialled.append("login")
+            raise ServiceUnavailable("this test never lets the mailbox be dialled")
+
         async with write_tools(services, env=full) as tools:
+            tools.app.mailbox.pool = ImapPool(dial)  # type: ignore[union-attr]
             body = await tools.error(
                 DELETE, {"folder": "INBOX", "uid_validity": 1, "uid": 1}, "unsupported_operation"
             )
-            assert 0 == tools.app.mailbox.pool.opened  # type: ignore[union-attr]
+        assert [] == dialled
         assert "Gmail" in body["error"]
         assert "label" in body["error"]
 

@@ -19,7 +19,7 @@ from providers.mime.compose import (
     compose_new,
     for_microsoft_graph,
 )
-from providers.mime.headers import decode_words
+from providers.mime.encoded_words import decode_words
 from schemas.args.common import Message
 from schemas.compose import ComposedMessage, Identity
 from schemas.digest import approval_digest

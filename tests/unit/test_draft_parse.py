@@ -310,6 +310,7 @@ class TestUnsupportedHeaders:
             "Subject: =?utf-8?q?bad=ZZ?=",
             "Subject: =?utf-8?b?not*base64?=",
             "Subject: =?utf-8?q?=FF?=",
+            "Subject: =?utf-8?q?café?=",
         ],
     )
     def test_field_values_must_be_valid(self, field: str) -> None:
@@ -440,6 +441,12 @@ class TestUnsupportedBodies:
     def test_a_missing_closing_boundary(self) -> None:
         ctype, body = alternative()
         unsupported(eml([*HEAD, ctype], body.removesuffix("--alt--")))
+
+    def test_a_delimiter_line_after_a_bare_lf_inside_a_part_is_refused(self) -> None:
+        # The mail reader splits there, so the draft would not read back the same.
+        file = part(["Content-Type: text/plain", 'Content-Disposition: attachment; filename="a"'],
+                    "line\n--mix\nmore")  # fmt: skip
+        assert "boundary line" in unsupported(mixed(None, file))
 
     def test_a_delimiter_line_with_trailing_text(self) -> None:
         ctype, body = alternative()

@@ -176,21 +176,6 @@ class TestResponseCodes:
         response = ImapResponse("OK", b"[APPENDUID 1796034106 7] Append completed.")
         assert responses.AppendUid(1796034106, [7]) == responses.parse_appenduid(response)
 
-    def test_copyuid_from_an_untagged_ok_keeps_the_pairing_order(self) -> None:
-        response = ImapResponse(
-            "OK", b"Move completed.", [b"OK [COPYUID 9 1:3 7,9,8] Moved UIDs.", b"VANISHED 1:3"]
-        )
-        assert responses.CopyUid(9, [1, 2, 3], [7, 9, 8]) == responses.parse_copyuid(response)
-
-    def test_copyuid_with_unequal_sets_is_malformed(self) -> None:
-        with pytest.raises(ServiceUnavailable):
-            responses.parse_copyuid(ImapResponse("OK", b"[COPYUID 9 1:3 7] Done"))
-
-    def test_modified_set(self) -> None:
-        response = ImapResponse("OK", b"[MODIFIED 1,3] Conditional store failed")
-        assert responses.parse_modified(response) == [1, 3]
-        assert responses.parse_modified(ImapResponse("OK", b"Store completed")) is None
-
     def test_huge_uid_sets_from_a_server_hit_the_safety_limit(self) -> None:
         with pytest.raises(SafetyLimit):
             codec.parse_uid_set("1:4294967295")

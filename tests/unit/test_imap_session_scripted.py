@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -222,42 +221,56 @@ class TestCommandSurface:
         ]
 
 
+class Opened(list[ImapSession]):
+    """The sessions a pool opened (one login each), in order: an open_session that records."""
+
+    def __init__(self, replies: dict[str, Reply] | None = None, timeout_s: float = 1.0) -> None:
+        super().__init__()
+        self.replies = replies
+        self.timeout_s = timeout_s
+
+    async def __call__(self) -> ImapSession:
+        session, _ = await open_session(self.replies, timeout_s=self.timeout_s)
+        self.append(session)
+        return session
+
+
 class TestPool:
-    @staticmethod
-    def factory(
-        replies: dict[str, Reply] | None = None, timeout_s: float = 1.0
-    ) -> Callable[[], Any]:
-        async def make() -> ImapSession:
-            session, _ = await open_session(replies, timeout_s=timeout_s)
-            return session
-
-        return make
-
     async def test_sequential_leases_reuse_one_session(self) -> None:
-        pool = ImapPool(self.factory())
+        opened = Opened()
+        pool = ImapPool(opened)
+        lent = []
         for _ in range(5):
             async with pool.session() as session:
                 await session.noop()
-        assert (pool.opened, pool.idle_count) == (1, 1)
+                lent.append(session)
+        assert (1, opened * 5) == (len(opened), lent)
 
     async def test_a_long_idle_session_is_noop_checked_and_dropped_when_dead(self) -> None:
-        pool = ImapPool(self.factory({"NOOP": tagged(b"BAD gone")}), idle_check_after_s=0)
+        opened = Opened({"NOOP": tagged(b"BAD gone")})
+        pool = ImapPool(opened, idle_check_after_s=0)
         async with pool.session():
             pass
         await asyncio.sleep(0.01)
-        async with pool.session():
+        async with pool.session() as second:
             pass
-        assert (pool.opened, pool.discarded) == (2, 1)
+        assert (2, False, second) == (len(opened), opened[0].usable, opened[1])
 
     async def test_a_broken_session_is_not_returned(self) -> None:
-        pool = ImapPool(self.factory({"NOOP": silent}, timeout_s=0.05))
+        opened = Opened({"NOOP": silent}, timeout_s=0.05)
+        pool = ImapPool(opened)
         with pytest.raises(ServiceUnavailable):
             async with pool.session() as session:
                 await session.noop()
-        assert (pool.idle_count, pool.discarded) == (0, 1)
+        assert not session.usable
+        opened.replies = None  # the next login answers NOOP again
+        async with pool.session() as fresh:
+            await fresh.noop()
+        assert [session, fresh] == opened
 
     async def test_concurrent_leases_never_exceed_the_size(self) -> None:
-        pool = ImapPool(self.factory(), size=2)
+        opened = Opened()
+        pool = ImapPool(opened, size=2)
         active = peak = 0
 
         async def use() -> None:
@@ -269,10 +282,10 @@ class TestPool:
                 active -= 1
 
         await asyncio.gather(*(use() for _ in range(6)))
-        assert (peak, pool.opened) == (2, 2)
+        assert (peak, len(opened)) == (2, 2)
 
     async def test_aclose_logs_out_idle_sessions_and_refuses_new_leases(self) -> None:
-        pool = ImapPool(self.factory())
+        pool = ImapPool(Opened())
         async with pool.session() as session:
             pass
         await pool.aclose()

@@ -26,8 +26,12 @@ from providers.mime.compose.addresses import parse_entry, parse_source_list
 from providers.mime.compose.attachments import caller_attachments, is_canonical_message
 from providers.mime.compose.encoding import quoted_printable
 from providers.mime.draft import read_draft
-from providers.mime.headers import display_value, parse_addresses, parse_fields
+from providers.mime.encoded_words import decode_words
+from providers.mime.header_block import parse_fields, strict_fields
+from providers.mime.headers import display_value, parse_addresses
 from providers.mime.html_text import html_to_text
+from providers.mime.media_types import parse_media_type
+from providers.mime.multipart import split_multipart
 from providers.mime.parse import parse_message
 from providers.smtp.wire import dot_stuff
 from schemas.args.common import AttachmentIn, Message
@@ -65,7 +69,7 @@ def quietly(parse: Callable[[Any], object]) -> Callable[[Any], object]:
     def run(value: Any) -> object:
         try:
             return parse(value)
-        except InvalidArguments:
+        except (InvalidArguments, ValueError):  # a caller's error, or a pure parser's refusal
             return None
 
     return run
@@ -125,11 +129,27 @@ class TestMime:
             MESSAGE_LIMIT,
         )
 
+    @pytest.mark.parametrize("unit", [b"--bX\r\n", b"--b\r\n", b"\n--b \n"])
+    def test_splitting_a_multipart_body_is_linear(self, unit: bytes) -> None:
+        assert_linear(
+            lambda body: split_multipart(body, 0, len(body), b"b", 100),
+            fill_bytes(unit),
+            MESSAGE_LIMIT,
+        )
+
     def test_reading_a_draft_is_linear(self) -> None:
         assert_linear(read_draft, lambda size: mail.stored_draft(b"<p>x", size), MESSAGE_LIMIT)
 
     def test_a_header_block_of_one_letter_fields_is_linear(self) -> None:
         assert_linear(parse_fields, fill_bytes(b"X: v\r\n"), HEADER_LIMIT)
+
+    @pytest.mark.parametrize("unit", [b"X: v\r\n", b" v\r\n"])
+    def test_reading_a_strict_header_block_is_linear(self, unit: bytes) -> None:
+        def read(size: int) -> bytes:  # under the limit with its first line and empty line
+            return b"X: v\r\n" + fill_bytes(unit)(size - 16) + b"\r\n"
+
+        strict = quietly(lambda raw: strict_fields(raw, 0, len(raw), frozenset({"x"})))
+        assert_linear(strict, read, HEADER_LIMIT)
 
     @pytest.mark.parametrize(
         "unit",
@@ -137,6 +157,16 @@ class TestMime:
     )
     def test_decoding_rfc2047_words_is_linear(self, unit: bytes) -> None:
         assert_linear(lambda value: display_value(value, 4096), fill_bytes(unit), HEADER_LIMIT)
+
+    @pytest.mark.parametrize("unit", ["=?utf-8?q?=E2=82=AC?= ", "=?utf-8?b?4oKs?=", "=?x?q?"])
+    def test_decoding_rfc2047_words_strictly_is_linear(self, unit: str) -> None:
+        assert_linear(lambda value: decode_words(value, strict=True), fill(unit), HEADER_LIMIT)
+
+    @pytest.mark.parametrize("strict", [True, False], ids=["strict", "lenient"])
+    @pytest.mark.parametrize("unit", [";", "; a=b", '; a="b;c"', '"', '"\\', "; a*0*=%41"])
+    def test_reading_a_content_type_is_linear(self, unit: str, strict: bool) -> None:
+        parse = quietly(lambda value: parse_media_type(value, strict=strict))
+        assert_linear(parse, lambda size: "text/plain" + fill(unit)(size), HEADER_LIMIT)
 
     @pytest.mark.parametrize("unit", [b'"a, b" <c@d>, ', b",", b'"\\', b"(", b"<", b"a@b (c) "])
     def test_reading_an_address_list_is_linear(self, unit: bytes) -> None:

@@ -11,20 +11,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from providers.mime.headers import (
+from providers.mime.encoded_words import decode_words
+from providers.mime.header_block import (
     HEADER_BLOCK_LIMIT,
     FieldFinder,
     HeaderFields,
-    clean,
-    decode_words,
-    display_value,
+    HeaderRefused,
+    UnknownField,
     header_bounds,
-    message_ids,
-    parse_addresses,
-    parse_date,
     parse_fields,
     parse_header_block,
+    strict_fields,
 )
+from providers.mime.headers import clean, display_value, message_ids, parse_addresses, parse_date
 from schemas.errors import SafetyLimit
 from schemas.messages import Address
 
@@ -128,6 +127,12 @@ class TestDecodeWords:
     def test_text_between_words_is_kept_and_whitespace_between_words_dropped(self) -> None:
         value = "a =?utf-8?Q?b?= =?utf-8?Q?c?= d =?utf-8?Q?e?="
         assert "a bc d e" == decode_words(value)
+
+    def test_only_linear_white_space_between_words_is_dropped(self) -> None:
+        assert ("ab", "a\xa0b") == (
+            decode_words("=?utf-8?Q?a?= \t =?utf-8?Q?b?="),
+            decode_words("=?utf-8?Q?a?=\xa0=?utf-8?Q?b?="),
+        )
 
     def test_q_underscore_is_a_space(self) -> None:
         assert "x y" == decode_words("=?iso-8859-1?Q?x_y?=")
@@ -313,3 +318,47 @@ class TestFieldFinder:
     def test_a_folded_value_is_unfolded_and_a_later_duplicate_ignored(self) -> None:
         block = b"X: 1\r\ncontent-type :\ttext/plain;\r\n\tcharset=utf-8\r\nContent-Type: b\r\n"
         assert b"text/plain;\tcharset=utf-8" == FINDER.first_fields(block).get("Content-Type")
+
+
+ALLOWED = frozenset({"subject", "to"})
+
+
+def refused(raw: bytes) -> str:
+    with pytest.raises(HeaderRefused) as caught:
+        strict_fields(raw, 0, len(raw), ALLOWED)
+    return str(caught.value)
+
+
+class TestStrictFields:
+    def test_fields_are_unfolded_under_lower_case_names_with_the_body_start(self) -> None:
+        raw = b"SUBJECT: one\r\n two\r\nto: a@b\r\n\r\nbody"
+        assert ({"subject": b"one two", "to": b"a@b"}, len(raw) - 4) == strict_fields(
+            raw, 0, len(raw), ALLOWED
+        )
+
+    def test_an_empty_block_is_no_fields(self) -> None:
+        assert ({}, 2) == strict_fields(b"\r\nbody", 0, 6, ALLOWED)
+
+    def test_a_foreign_field_is_an_unknown_field(self) -> None:
+        with pytest.raises(UnknownField):
+            strict_fields(b"X-A: 1\r\n\r\n", 0, 10, ALLOWED)
+
+    @pytest.mark.parametrize(
+        ("raw", "reason"),
+        [
+            (b"To: a\r\nTo: b\r\n\r\n", "more than once"),
+            (b"To: a\r\n", "empty CRLF line"),
+            (b"To: a\n\nbody", "empty CRLF line"),
+            (b"To: a\nSubject: b\r\n\r\n", "bare CR or LF"),
+            (b"To: a\rb\r\n\r\n", "bare CR or LF"),
+            (b"To : a\r\n\r\n", "field or a continuation"),
+            (b"To: a\r\nno field\r\n\r\n", "field or a continuation"),
+            (b"From alice Mon Jan 1\r\nTo: a\r\n\r\n", "field or a continuation"),
+            (b" folded\r\nTo: a\r\n\r\n", "continuation line"),
+            (b"To: " + b"a" * HEADER_BLOCK_LIMIT + b"\r\n\r\n", "within 64 KiB"),
+        ],
+        ids=["twice", "unended", "lf-blank", "bare-lf", "bare-cr", "space-colon", "stray-line",
+             "mbox-line", "leading-continuation", "oversized"],
+    )  # fmt: skip
+    def test_each_rule_broken_is_named(self, raw: bytes, reason: str) -> None:
+        assert reason in refused(raw)

@@ -272,6 +272,11 @@ class TestAttachmentInventory:
         assert "multipart/mixed; boundary=in" == attachment.content_type
         assert "bundle" == attachment.filename
 
+    def test_a_name_given_whole_and_in_rfc_2231_sections_is_read(self) -> None:
+        named = entity([("Content-Type", "text/plain; name*=utf-8''a; name*0=b")], b"x")
+        (attachment,) = parse_message(multipart([plain("body"), named])).attachments
+        assert ("ab", "text/plain; name=ab") == (attachment.filename, attachment.content_type)
+
     def test_text_parts_that_are_not_plain_or_html_are_neither_text_nor_attachments(self) -> None:
         message = parse_message(fixture("20"))
         assert "You are invited to the daily stand-up.\n" == message.text

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import unicodedata
 from collections.abc import Sequence
 
 from msgspec import Struct
 
+from providers.mime.base64_decoding import decode_strict
 from providers.mime.compose import limits
-from providers.mime.compose.media_types import parse_media_type
 from providers.mime.compose.text_rules import has_control, longest_line, utf8_length
+from providers.mime.media_types import parse_media_type
 from schemas.args.common import AttachmentIn
 from schemas.compose import FetchedAttachment
 from schemas.errors import InvalidArguments, OperationFailed
@@ -59,7 +58,7 @@ def normalize_content_type(value: str, field: str) -> str:
     if utf8_length(value) is None or has_control(value):
         raise InvalidArguments(f"{field} must not contain control characters")
     try:
-        media = parse_media_type(value)
+        media = parse_media_type(value, strict=True)
     except ValueError:
         raise InvalidArguments(f"{field} must be a media type like application/pdf") from None
     if media.essence.startswith("multipart/"):
@@ -84,12 +83,9 @@ def decode_strict_base64(value: str, field: str) -> bytes:
     if len(value) > limits.MAX_ATTACHMENT_BASE64_CHARS:
         raise InvalidArguments(f"{field} is larger than the 3 MiB attachment limit")
     try:
-        data = base64.b64decode(value.encode("ascii"), validate=True)
-    except (UnicodeEncodeError, binascii.Error, ValueError):
+        return decode_strict(value.encode("ascii"), canonical=True)
+    except ValueError:  # UnicodeEncodeError included
         raise InvalidArguments(f"{field} must be strict standard base64 with padding") from None
-    if base64.b64encode(data).decode("ascii") != value:
-        raise InvalidArguments(f"{field} must be strict standard base64 with padding")
-    return data
 
 
 def caller_attachments(items: Sequence[AttachmentIn]) -> list[Outgoing]:
@@ -187,17 +183,13 @@ def _essence(content_type: str) -> str:
 
 def _kept_content_type(value: str, data: bytes) -> str | None:
     """Return the re-serialized source type when it can be sent as is, else None."""
-    if utf8_length(value) is None or has_control(value):
-        return None
     try:
-        media = parse_media_type(value)
-    except ValueError:
+        content_type = normalize_content_type(value, "the source content type")
+    except InvalidArguments:
         return None
-    if media.essence.startswith("multipart/"):
+    if content_type.split(";", 1)[0] == "message/rfc822" and not is_canonical_message(data):
         return None
-    if media.essence == "message/rfc822" and not is_canonical_message(data):
-        return None
-    return media.format()
+    return content_type
 
 
 def strip_outer_bcc(raw: bytes) -> bytes:

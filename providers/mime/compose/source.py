@@ -14,7 +14,8 @@ from providers.mime.compose import limits
 from providers.mime.compose.addresses import Mailbox, parse_source_list, readable
 from providers.mime.compose.dates import parse_source_date
 from providers.mime.compose.text_rules import clean_source_subject
-from providers.mime.headers import decode_words, parse_header_block
+from providers.mime.encoded_words import decode_words
+from providers.mime.header_block import parse_header_block
 from schemas.compose import SourceMessage
 from schemas.errors import OperationFailed
 

@@ -8,7 +8,7 @@ from msgspec import Struct
 
 from providers.mime.compose.attachments import Outgoing
 from providers.mime.compose.encoding import base64_lines, fold_header, quoted_printable
-from providers.mime.compose.media_types import format_parameters
+from providers.mime.media_types import format_parameters
 from schemas.errors import InvalidArguments
 
 CRLF = b"\r\n"
