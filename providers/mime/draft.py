@@ -1,4 +1,4 @@
-"""Saved drafts as editable structures (tools.md §7.8, §8.4; sending.md §6): all or error.
+"""Saved drafts as editable structures: all or error.
 
 `read_draft` turns raw draft bytes into the composition fields they were built from, or raises
 UnsupportedOperation naming why the draft is outside the supported subset; it never returns a
@@ -86,7 +86,7 @@ def source_digest(raw: bytes) -> str:
 
 
 def parse_draft(raw: bytes) -> ParsedDraft:
-    """Parse raw draft bytes strictly (§8.4.1 structure); raise DraftUnsupported or SafetyLimit."""
+    """Parse raw draft bytes strictly; raise DraftUnsupported or SafetyLimit."""
     if len(raw) > limits.MAX_MESSAGE_BYTES:
         raise SafetyLimit("the draft is larger than 5 MiB")
     fields, body_start = header_block(raw, 0, len(raw), OUTER_FIELDS)
@@ -135,7 +135,7 @@ def read_draft(raw: bytes) -> ParsedDraft:
 
 
 def check_body_edit(draft: ParsedDraft, changes: Message) -> None:
-    """Refuse a body edit that would leave the other alternative stale (sending.md §6.3)."""
+    """Refuse a body edit that would leave the other alternative stale."""
     has_text = changes.text is not UNSET
     has_html = changes.html is not UNSET
     if (has_text and not has_html and draft.html) or (

@@ -1,4 +1,4 @@
-"""Strict body shapes of the structured-draft subset (tools.md §8.4.1, sending.md §6.5).
+"""Strict body shapes of the structured-draft subset.
 
 Supported: text/plain, text/html, multipart/alternative (plain then HTML), or multipart/mixed
 whose first part is one of those followed by 1-20 attachments. Everything else is refused.

@@ -1,4 +1,4 @@
-"""Strict header rules of the structured-draft subset (tools.md §8.4.1, sending.md §6.5).
+"""Strict header rules of the structured-draft subset.
 
 Every refusal raises DraftUnsupported with the reason; nothing here is lenient, because a draft
 that is read back must rebuild to the same content or not be offered for editing at all.

@@ -1,6 +1,6 @@
 """Read one raw message into a ParsedMessage: safe headers, display text, attachment inventory.
 
-Reads degrade instead of failing: every limit of tools.md §7.6/§15, malformed MIME, an
+Reads degrade instead of failing: every read limit, malformed MIME, an
 unknown charset or transfer encoding sets `truncated` and adds a warning saying why the
 content may be partial. Bodies are read through a memoryview of the caller's bytes, so the
 only copies are the decoded text parts (bounded by the text budget) and one attachment at a

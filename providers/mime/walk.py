@@ -181,7 +181,7 @@ def _content_fields(fields: HeaderFields) -> tuple[MediaType, Disposition, bool]
 def _entity(
     fields: HeaderFields, default_type: str, body_start: int, body_end: int, result: Walk
 ) -> tuple[Entity, MediaType]:
-    """Describe one entity and apply the attachment rule of tools.md §5.7."""
+    """Describe one entity and decide, by the attachment rule, whether it is an attachment."""
     declared, disposition, cut = _content_fields(fields)
     if cut:
         result.note(Problem.MALFORMED)

@@ -1,6 +1,6 @@
-"""Saving and reading drafts through an MCP client against the real Dovecot (tools.md §7.8, §8.3).
+"""Saving and reading drafts through an MCP client against the real Dovecot.
 
-Acceptance checks: tools.md §19.8 (59-60) and §19.10 (72-73); sending.md §9.8 (58-60, 68).
+Acceptance checks (docs/acceptance): tools 59-60 and 72-73; sending 58-60 and 68.
 Every test works in its own folder or identifies its drafts by Message-ID: Drafts is shared.
 """
 

@@ -1,6 +1,6 @@
 """mail_prepare draft and the whole drafts lifecycle against Dovecot, Redis and the SMTP sink.
 
-Acceptance checks: tools.md §19.13 (99); sending.md §9.8 (64-66) and the end-to-end path:
+Acceptance checks (docs/acceptance): tools 99; sending 64-66, and the end-to-end path:
 save, read, revise, read the revision, prepare, confirm once, exactly the reviewed bytes sent.
 """
 

@@ -1,6 +1,6 @@
-"""revise_draft through an MCP client against the real Dovecot (tools.md §8.4, sending.md §6.3).
+"""revise_draft through an MCP client against the real Dovecot.
 
-Acceptance checks: tools.md §19.10 (74-78); sending.md §9.8 (61-65, 67).
+Acceptance checks (docs/acceptance): tools 74-78; sending 61-65 and 67.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The approval digest (tools.md §13.1, sending.md §2.8) and the preview (§2.9, checks 1-3)."""
+"""The approval digest and the preview."""
 
 from __future__ import annotations
 

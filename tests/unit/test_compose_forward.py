@@ -1,4 +1,4 @@
-"""forward (tools.md §12.4, sending.md §2.5, checks 12-16): modes, files, EML, new thread."""
+"""forward: modes, files, EML, new thread."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The plain alternative derived from authored HTML (sending.md §2.7.3, check 8)."""
+"""The plain alternative derived from authored HTML."""
 
 from __future__ import annotations
 

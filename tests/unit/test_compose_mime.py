@@ -1,4 +1,4 @@
-"""MIME construction (sending.md §2.7): structure, headers, encodings, Bcc, drafts, Graph."""
+"""MIME construction: structure, headers, encodings, Bcc, drafts, Graph."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""reply and reply_all (tools.md §12.2, sending.md §2.4, checks 9-14) over fixture sources."""
+"""reply and reply_all over fixture sources."""
 
 from __future__ import annotations
 

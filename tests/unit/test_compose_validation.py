@@ -1,4 +1,4 @@
-"""Every composition rule of tools.md §11 / sending.md §1.4 with a failing example."""
+"""Every composition rule, each with a failing example."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The structured-draft parser (tools.md §8.4.1, sending.md §6.5): shapes, all or error."""
+"""The structured-draft parser: shapes, all or error."""
 
 from __future__ import annotations
 

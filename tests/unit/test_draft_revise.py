@@ -1,4 +1,4 @@
-"""Revision patches (sending.md §6.3): keep, replace, clear, and the both-alternatives rule."""
+"""Revision patches: keep, replace, clear, and the both-alternatives rule."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ def generated_attachments() -> dict[str, list[bytes | None]]:
 
 
 def _attached(part: Message) -> list[bytes | None]:
-    """The generator's attachments under `part` by the rule of tools.md §5.7."""
+    """The generator's attachments under `part` by the attachment rule."""
     if part.get_content_maintype() == "message":
         return [None]
     if part.is_multipart():

@@ -1,5 +1,5 @@
 # ruff: noqa: RUF001  (the corpus deliberately contains typographic characters)
-"""parse_message over the fixture corpus and synthetic messages at every limit of §7.6/§15."""
+"""parse_message over the fixture corpus and synthetic messages at every read limit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The caller's composition object, validated field by field (tools.md §11).
+"""The caller's composition object, validated field by field.
 
 Run before any mailbox access; every refusal is InvalidArguments naming the field only.
 """

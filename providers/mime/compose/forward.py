@@ -54,7 +54,7 @@ def forward_options(
     quote_original: bool | UnsetType = UNSET,
     attachment_indexes: Sequence[int] | UnsetType = UNSET,
 ) -> ForwardOptions:
-    """Resolve the forward options (sending.md §2.5.1); raise InvalidArguments when they clash."""
+    """Resolve the forward options; raise InvalidArguments when they clash."""
     mode = _MODES.get(original_mode or "quoted") if isinstance(original_mode, str) else "quoted"
     if mode is None:
         raise InvalidArguments("original_mode must be quoted, eml or none")

@@ -1,4 +1,4 @@
-"""The composition limits of tools.md §11/§15 and sending.md §1.4, in one place."""
+"""The composition limits (docs/tools.md, mail_prepare), in one place."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""new messages and saved drafts (tools.md §8.3, §12.1), plus the Bcc-bearing variants."""
+"""new messages and saved drafts, plus the Bcc-bearing variants."""
 
 from __future__ import annotations
 

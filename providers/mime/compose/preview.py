@@ -1,4 +1,4 @@
-"""The mail_prepare preview (tools.md §5.11, sending.md §2.9): complete, never shortened."""
+"""The mail_prepare preview: complete, never shortened."""
 
 from __future__ import annotations
 
