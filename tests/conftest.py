@@ -1,5 +1,17 @@
 """Shared pytest fixtures. Keep this file small: put helpers in tests/support/."""
 
+import signal
+from types import FrameType
+
 from support.services import services
 
 __all__ = ["services"]
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+# A run stopped with SIGTERM (a CI timeout, `timeout`, `kill`) unwinds like Ctrl-C, so fixture
+# teardowns still stop the servers the tests started instead of leaving them running.
+signal.signal(signal.SIGTERM, _interrupt)
