@@ -326,17 +326,8 @@ class LedgerStore:
     ) -> Any:
         """Run an eid-carrying script under the retry policy (the script deduplicates)."""
         policy = retry or self.settings.retry
-        try:
-            return await policy.call(
-                lambda: self._runner.run(name, keys, args),
-                **({} if still_wanted is None else {"still_wanted": still_wanted}),
-            )
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
-            raise LedgerUnavailable(maybe_applied=True) from None
-        except rex.ResponseError:
-            raise LedgerUnavailable(
-                "the send ledger store refused a write", maybe_applied=False
-            ) from None
+        run = policy.call(lambda: self._runner.run(name, keys, args), still_wanted=still_wanted)
+        return await self._call(run, maybe_applied=True)
 
     async def _call(self, awaitable: Any, *, maybe_applied: bool) -> Any:
         """Await one redis-py call (its async typing is loose), mapping failures to our errors."""

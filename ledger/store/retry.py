@@ -21,10 +21,6 @@ T = TypeVar("T")
 _RETRYABLE = (rex.ConnectionError, rex.TimeoutError, OSError)
 
 
-def _always() -> bool:
-    return True
-
-
 class RetryPolicy(Struct, frozen=True, kw_only=True):
     """How often, how patiently and how long an idempotent ledger write is repeated."""
 
@@ -39,11 +35,14 @@ class RetryPolicy(Struct, frozen=True, kw_only=True):
         return isinstance(exc, _RETRYABLE)
 
     async def call(
-        self, operation: Callable[[], Awaitable[T]], *, still_wanted: Callable[[], bool] = _always
+        self,
+        operation: Callable[[], Awaitable[T]],
+        *,
+        still_wanted: Callable[[], bool] | None = None,
     ) -> T:
         """Run `operation`, repeating it after retryable failures while the policy allows.
 
-        The first try always runs; `still_wanted` is asked before every later one.
+        The first try always runs; `still_wanted` (when given) is asked before every later one.
         """
         started = time.monotonic()
         pause = self.backoff_s
@@ -53,7 +52,9 @@ class RetryPolicy(Struct, frozen=True, kw_only=True):
             try:
                 return await operation()
             except BaseException as exc:
-                if not self._another(exc, tries, started, pause) or not still_wanted():
+                if not self._another(exc, tries, started, pause):
+                    raise
+                if still_wanted is not None and not still_wanted():
                     raise
             await asyncio.sleep(min(pause, self.cap_s))
             pause *= 2

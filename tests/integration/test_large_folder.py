@@ -87,7 +87,7 @@ async def multiappend(
         writer.close()
 
 
-def settings(services: Services) -> ImapSettings:
+def settings(services: Services, timeout_s: float = 30.0) -> ImapSettings:
     return ImapSettings(
         host=services.imap_host,
         port=services.imap_port,
@@ -95,12 +95,13 @@ def settings(services: Services) -> ImapSettings:
         password=Secret(services.password),
         ca_file=str(services.ca_file),
         allow_private_hosts=True,
-        timeout_s=30.0,
+        timeout_s=timeout_s,
     )
 
 
 async def delete_folder(services: Services, folder: str) -> None:
-    mailbox = ImapMailbox(settings(services))
+    # Dovecot deletes 20,000 messages file by file: beside other work that took over 30 s.
+    mailbox = ImapMailbox(settings(services, timeout_s=300.0))
     try:
         async with mailbox.pool.session() as session:
             await session.command("DELETE", codec.mailbox_arg(folder))
