@@ -24,6 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from figures import pct  # noqa: E402
+
 from ledger.ids import new_id  # noqa: E402
 from providers.mime.compose import compose_new  # noqa: E402
 from schemas.args.common import Message  # noqa: E402
@@ -34,11 +36,6 @@ from service.config import load_config  # noqa: E402
 from service.operations.prepare import identity, now, prepare_new  # noqa: E402
 from service.principal import local_principal  # noqa: E402
 from support.services import services_from_env  # noqa: E402
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
 async def run(services: Any, rounds: int) -> None:

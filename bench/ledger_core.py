@@ -26,6 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from figures import pct
+
 from ledger.chain import event_hash
 from ledger.ids import new_id
 from ledger.store.answers import Head
@@ -118,11 +120,6 @@ def redis_cpu_s(pid: int) -> float:
 async def aof_rewrites(client: Any) -> int:
     """How many AOF rewrites redis-server has run: each forks a child that competes for CPU."""
     return int((await client.info("persistence")).get("aof_rewrites", 0))
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
 
 
 async def main() -> None:

@@ -33,6 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from figures import pct  # noqa: E402
+
 from providers.smtp import SmtpPool, SmtpSettings, SmtpSubmitter  # noqa: E402
 from schemas.secret import Secret  # noqa: E402
 from schemas.submission import Envelope  # noqa: E402
@@ -40,11 +42,6 @@ from support.services import services_from_env  # noqa: E402
 from support.smtp_sink import transactions  # noqa: E402
 
 BLOCK = 10
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
 def message(sender: str, rcpt: str) -> bytes:
