@@ -59,6 +59,9 @@ const provider = new Provider(ISSUER, {
     ],
   },
   cookies: { keys: [randomBytes(32).toString('base64url')] },
+  // Listed so that registration accepts them in a client's `scope` (the mcp SDK sends one)
+  // and discovery advertises them; tokens carry what the resource server entry grants.
+  scopes: ['openid', 'offline_access', ...SCOPES.split(' ')],
   findAccount: (_ctx, sub) => ({ accountId: sub, claims: () => ({ sub }) }),
   features: {
     devInteractions: { enabled: true },
