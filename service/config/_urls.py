@@ -119,8 +119,9 @@ def _private_host_problem(host: str) -> str | None:
     if not host:
         return "must name a host"
     if looks_like_ip_literal(host):
-        # Only the dotted quad: "127.1" or "0x7f.1" mean different things to different resolvers.
-        return None if _is_ipv4(host) else "an IPv4 host must be four decimal parts"
+        # Only the dotted quad (no colon can be left here, so no IPv6): "127.1" or "0x7f.1" mean
+        # different things to different resolvers.
+        return None if _is_ip(host) else "an IPv4 host must be four decimal parts"
     if len(host) > 253:
         return "host must be at most 253 characters"
     return _labels_problem(host)
@@ -198,14 +199,6 @@ def _split_host_port(hostport: str) -> tuple[str | None, str | None]:
     if not host:
         return None, None
     return host, (port if colon else None)
-
-
-def _is_ipv4(host: str) -> bool:
-    try:
-        ipaddress.IPv4Address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def _is_ip(host: str) -> bool:
