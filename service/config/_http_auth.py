@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from service.config._files import load_ca_file
 from service.config._model import Gates, HttpAuthConfig, LocalPrincipal
 from service.config._rules import has_control, parse_scope_list, utf8_size, value_of
 from service.config._urls import HttpsUrl, parse_public_https_url
@@ -17,6 +18,11 @@ _GROUP = (
     "MCP_OAUTH_JWKS_URL",
     "MCP_ALLOWED_SUBJECTS",
     "MCP_OAUTH_INITIAL_SCOPES",
+    "MCP_OAUTH_CA_FILE",
+    "MCP_OAUTH_ALLOW_PRIVATE_HOSTS",
+)
+_PRIVATE_HINT = (
+    " (MCP_OAUTH_ALLOW_PRIVATE_HOSTS=1 lifts this, for tests and self-hosted issuers only)"
 )
 _SCOPE_RULE = (
     "must be 1-3 of mail.read mail.write mail.send joined by single spaces,"
@@ -37,17 +43,19 @@ def load_http_auth(
     if all(value_of(env, name) is None for name in _GROUP):
         return None, tuple(problems)
 
-    resource_raw, resource = _url(env, "MCP_RESOURCE_URL", problems)
-    issuer_raw, issuer = _url(env, "MCP_OAUTH_ISSUER", problems)
-    jwks_raw, jwks = _url(env, "MCP_OAUTH_JWKS_URL", problems)
+    private = env.get("MCP_OAUTH_ALLOW_PRIVATE_HOSTS") == "1"
+    resource_raw, resource = _url(env, "MCP_RESOURCE_URL", private, problems)
+    issuer_raw, issuer = _url(env, "MCP_OAUTH_ISSUER", private, problems)
+    jwks_raw, jwks = _url(env, "MCP_OAUTH_JWKS_URL", private, problems)
     if resource is not None and resource.path != "/mcp":
         problems.append("MCP_RESOURCE_URL: path must be exactly /mcp")
-    if issuer is not None and jwks is not None and issuer.host != jwks.host:
+    if issuer is not None and jwks is not None and _authority(issuer) != _authority(jwks):
         problems.append("MCP_OAUTH_JWKS_URL: must be on the same host and port as MCP_OAUTH_ISSUER")
     if issuer is not None:
         _identity_guards(issuer, resource, problems)
     subjects = _subjects(env, problems)
     scopes = _initial_scopes(env, gates, problems)
+    ca_file = load_ca_file(env, "MCP_OAUTH_CA_FILE", problems)
 
     if problems or subjects is None or scopes is None:
         return None, tuple(problems)
@@ -58,27 +66,37 @@ def load_http_auth(
             jwks_url=jwks_raw,
             allowed_subjects=subjects,
             initial_scopes=scopes,
+            ca_file=ca_file,
+            allow_private_hosts=private,
         ),
         (),
     )
 
 
-def _url(env: Mapping[str, str], name: str, problems: list[str]) -> tuple[str, HttpsUrl | None]:
+def _url(
+    env: Mapping[str, str], name: str, private: bool, problems: list[str]
+) -> tuple[str, HttpsUrl | None]:
     raw = value_of(env, name) or ""
-    parsed, rule = parse_public_https_url(raw)
+    parsed, rule = parse_public_https_url(raw, allow_private_hosts=private)
     if parsed is None:
-        problems.append(f"{name}: {rule}")
+        lifted, _ = parse_public_https_url(raw, allow_private_hosts=True)
+        hint = _PRIVATE_HINT if not private and lifted is not None else ""
+        problems.append(f"{name}: {rule}{hint}")
     return raw, parsed
+
+
+def _authority(url: HttpsUrl) -> tuple[str, int]:
+    return url.host, url.port
 
 
 def _identity_guards(issuer: HttpsUrl, resource: HttpsUrl | None, problems: list[str]) -> None:
     root = issuer.path in ("", "/")
     if root and issuer.host == _LEGACY_FIRST_PARTY_HOST:
         problems.append("MCP_OAUTH_ISSUER: the legacy first-party origin is not an external issuer")
-    elif root and resource is not None and issuer.host == resource.host:
+    elif root and resource is not None and _authority(issuer) == _authority(resource):
         problems.append(
-            "MCP_OAUTH_ISSUER: a root issuer on the MCP_RESOURCE_URL host needs first-party mode,"
-            " which this release does not support"
+            "MCP_OAUTH_ISSUER: a root issuer on the MCP_RESOURCE_URL host and port needs"
+            " first-party mode, which this release does not support"
         )
 
 

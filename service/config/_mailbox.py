@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Mapping
 
@@ -11,6 +10,7 @@ import msgspec
 from providers.smtp import DEFAULT_MAX_CONNECTIONS
 from providers.smtp.settings import TlsMode
 from schemas.secret import Secret
+from service.config._files import load_ca_file
 from service.config._model import MailConfig
 from service.config._rules import (
     dns_host_problem,
@@ -104,7 +104,7 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
     endpoints = _endpoints(env, provider, problems)
     timeout_ms = _timeout_ms(env, problems)
     max_connections = _max_connections(env, problems)
-    tls_ca_file = _tls_ca_file(env, problems)
+    tls_ca_file = load_ca_file(env, "MAIL_TLS_CA_FILE", problems)
     _check_google(env, provider, auth_mode, problems)
     _check_microsoft(env, provider, problems)
     if provider == "microsoft":
@@ -331,20 +331,6 @@ def _max_connections(env: Mapping[str, str], problems: list[str]) -> int:
         problems.append(f"SMTP_MAX_CONNECTIONS: must be an integer 1..{_MAX_SMTP_CONNECTIONS}")
         return DEFAULT_MAX_CONNECTIONS
     return number
-
-
-def _tls_ca_file(env: Mapping[str, str], problems: list[str]) -> str | None:
-    path = value_of(env, "MAIL_TLS_CA_FILE")
-    if path is None:
-        return None
-    try:
-        readable = os.path.isfile(path) and os.access(path, os.R_OK)
-    except (OSError, ValueError):  # NUL bytes or unencodable names
-        readable = False
-    if not readable:
-        problems.append("MAIL_TLS_CA_FILE: must name an existing readable file")
-        return None
-    return path
 
 
 def _check_google(

@@ -6,6 +6,7 @@ import msgspec
 
 from providers.smtp.settings import TlsMode
 from schemas.secret import Secret
+from service.config._urls import HttpsUrl, parse_public_https_url
 
 
 class Gates(msgspec.Struct, frozen=True):
@@ -76,6 +77,27 @@ class HttpAuthConfig(msgspec.Struct, frozen=True):
     jwks_url: str
     allowed_subjects: tuple[str, ...]
     initial_scopes: tuple[str, ...]
+    ca_file: str | None = None  # extra trusted CAs for the JWKS fetch
+    allow_private_hosts: bool = False  # the URLs may name loopback/private hosts and any port
+
+    @property
+    def metadata_url(self) -> str:
+        """The Protected Resource Metadata URL: the resource URL's origin, as written."""
+        return self._resource().origin + "/.well-known/oauth-protected-resource"
+
+    @property
+    def resource_authority(self) -> tuple[str, int]:
+        """(lower-case host, effective port) of the resource URL; IPv6 unbracketed, compressed."""
+        resource = self._resource()
+        return resource.host, resource.port
+
+    def _resource(self) -> HttpsUrl:
+        resource, rule = parse_public_https_url(
+            self.resource_url, allow_private_hosts=self.allow_private_hosts
+        )
+        if resource is None:  # only a hand-built config can get here; the loader refuses it
+            raise ValueError(f"MCP_RESOURCE_URL: {rule}")
+        return resource
 
 
 class LocalPrincipal(msgspec.Struct, frozen=True):

@@ -138,7 +138,27 @@ def _http(config: Config) -> dict[str, object]:
         "MCP_OAUTH_JWKS_URL": auth.jwks_url,
         "MCP_ALLOWED_SUBJECTS": list(auth.allowed_subjects),
         "MCP_OAUTH_INITIAL_SCOPES": " ".join(auth.initial_scopes),
+        "MCP_OAUTH_CA_FILE": auth.ca_file,
+        "MCP_OAUTH_ALLOW_PRIVATE_HOSTS": _switch(auth.allow_private_hosts),
     }
+
+
+def _warnings(config: Config) -> list[str]:
+    """Settings that weaken the resource server's trust in what it fetches and accepts."""
+    auth = config.http_auth
+    lines = []
+    if auth is not None and auth.allow_private_hosts:
+        lines.append(
+            "WARNING: MCP_OAUTH_ALLOW_PRIVATE_HOSTS=1: the resource server trusts issuers and"
+            " signing keys on private and loopback hosts and on any port; for tests and"
+            " self-hosted issuers only"
+        )
+    if auth is not None and auth.ca_file is not None:
+        lines.append(
+            "WARNING: MCP_OAUTH_CA_FILE is set: signing keys are fetched trusting the CAs in"
+            " that file as well as the system CAs"
+        )
+    return lines
 
 
 def _local(config: Config) -> dict[str, object]:
@@ -151,7 +171,7 @@ def _local(config: Config) -> dict[str, object]:
 
 
 def check_config_lines(config: Config) -> list[str]:
-    """Render every variable by group with its effective value, then one line per problem."""
+    """Render every variable by group with its effective value, warnings, then the problems."""
     values = describe(config)
     from_file = set() if config.env_file is None else set(config.env_file.names)
     lines = ["Effective configuration:"]
@@ -161,6 +181,7 @@ def check_config_lines(config: Config) -> list[str]:
             if variable.group == group.key:
                 source = "  (from the env file)" if variable.name in from_file else ""
                 lines.append(f"  {variable.name} = {_text(values[variable.name])}{source}")
+    lines.extend(_warnings(config))
     if config.problems:
         lines.append(f"Problems ({len(config.problems)}):")
         lines.extend(f"  - {problem}" for problem in config.problems)

@@ -12,18 +12,28 @@ from service.config._rules import dns_host_problem, looks_like_ip_literal, parse
 _PUBLIC_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
 _RESERVED_SUFFIXES = (".localhost", ".local", ".internal", ".invalid", ".test", ".onion")
 _URL_FORBIDDEN = frozenset("\r\n\t \\?#")
+_PORT_TEXT = re.compile(r"[1-9][0-9]{0,4}", re.ASCII)
+_HTTPS_PORT = 443
 _MAX_REDIS_DB = 100_000
 
 
 class HttpsUrl(msgspec.Struct, frozen=True):
-    """The parts of an accepted public HTTPS URL that the relation checks need."""
+    """The parts of an accepted HTTPS URL that the relation checks and derived URLs need."""
 
-    host: str  # lower-cased
+    host: str  # lower-cased; an IPv6 address without brackets, in compressed form
+    port: int  # the effective port: 443 when absent
     path: str  # "" or starting with "/"
+    origin: str  # "https://" + host[:port] as written, without a port of 443
 
 
-def parse_public_https_url(text: str) -> tuple[HttpsUrl | None, str]:
-    """Apply the public HTTPS URL rule; return the parts, or None and the broken rule."""
+def parse_public_https_url(
+    text: str, *, allow_private_hosts: bool = False
+) -> tuple[HttpsUrl | None, str]:
+    """Apply the public HTTPS URL rule; return the parts, or None and the broken rule.
+
+    allow_private_hosts lifts only the host and port rules: IP literals (IPv6 in brackets),
+    single-label and reserved-suffix names, and any port 1..65535 are then accepted.
+    """
     if not text:
         return None, "required"
     if any(ch in _URL_FORBIDDEN for ch in text):
@@ -41,18 +51,54 @@ def parse_public_https_url(text: str) -> tuple[HttpsUrl | None, str]:
         return None, "must not contain userinfo"
     if "%" in authority or "%" in path:
         return None, "must not contain percent-encoding"
-    if authority.startswith("["):
-        return None, "host must not be an IP literal"
-    host, colon, port = authority.partition(":")
-    if colon and port != "443":
-        return None, "port must be absent or 443"
-    host = host.lower()
-    host_problem = _public_host_problem(host)
-    if host_problem is not None:
-        return None, host_problem
+    written_host, port_text = _split_authority(authority)
+    if allow_private_hosts:
+        host, port, problem = _private_host_port(written_host, port_text)
+    else:
+        host, port, problem = _public_host_port(written_host, port_text)
+    if problem:
+        return None, problem
     if any(segment in (".", "..") for segment in path.split("/")):
         return None, "path must not contain '.' or '..' segments"
-    return HttpsUrl(host=host, path=path), ""
+    origin = f"https://{written_host}" + ("" if port == _HTTPS_PORT else f":{port}")
+    return HttpsUrl(host=host, port=port, path=path, origin=origin), ""
+
+
+def _split_authority(authority: str) -> tuple[str, str | None]:
+    """Split host (brackets kept) from the port text, which is None when there is no colon."""
+    if authority.startswith("["):
+        inner, bracket, after = authority.partition("]")
+        if bracket and after.startswith(":"):
+            return inner + bracket, after[1:]
+        return authority, None  # unless it ends at "]", the host check refuses it
+    host, colon, port = authority.partition(":")
+    return host, (port if colon else None)
+
+
+def _public_host_port(written_host: str, port_text: str | None) -> tuple[str, int, str]:
+    if written_host.startswith("["):
+        return "", 0, "host must not be an IP literal"
+    if port_text is not None and port_text != "443":
+        return "", 0, "port must be absent or 443"
+    host = written_host.lower()
+    return host, _HTTPS_PORT, _public_host_problem(host) or ""
+
+
+def _private_host_port(written_host: str, port_text: str | None) -> tuple[str, int, str]:
+    port = _HTTPS_PORT
+    if port_text is not None:
+        if _PORT_TEXT.fullmatch(port_text) is None or int(port_text) > 65535:
+            return "", 0, "port must be absent or 1..65535 without leading zeros"
+        port = int(port_text)
+    if written_host.startswith("["):
+        inner = written_host[1:-1] if written_host.endswith("]") else ""
+        try:
+            address = ipaddress.IPv6Address(inner)
+        except ValueError:
+            return "", 0, "a bracketed host must be an IPv6 address"
+        return address.compressed, port, ""
+    host = written_host.lower()
+    return host, port, _private_host_problem(host) or ""
 
 
 def _public_host_problem(host: str) -> str | None:
@@ -66,6 +112,22 @@ def _public_host_problem(host: str) -> str | None:
         return "host must be at most 253 characters"
     if host.endswith(_RESERVED_SUFFIXES):
         return "host must not end in .localhost, .local, .internal, .invalid, .test or .onion"
+    return _labels_problem(host)
+
+
+def _private_host_problem(host: str) -> str | None:
+    if not host:
+        return "must name a host"
+    if looks_like_ip_literal(host):
+        # Only the dotted quad (no colon can be left here, so no IPv6): "127.1" or "0x7f.1" mean
+        # different things to different resolvers.
+        return None if _is_ip(host) else "an IPv4 host must be four decimal parts"
+    if len(host) > 253:
+        return "host must be at most 253 characters"
+    return _labels_problem(host)
+
+
+def _labels_problem(host: str) -> str | None:
     if not all(_PUBLIC_LABEL.fullmatch(label) for label in host.split(".")):
         return "host labels must be 1-63 of a-z, 0-9 and inner hyphens"
     return None

@@ -67,7 +67,10 @@ GROUPS: Final = (
 )
 
 _SCOPES = "1-3 of `mail.read` `mail.write` `mail.send`, single spaces, with `mail.read`"
-_HTTPS = "public `https` URL: DNS host with a dot, no IP, port absent or 443, no userinfo"
+_HTTPS = (
+    "`https` URL, no userinfo, query, fragment or `%`; a public DNS host with a dot, no IP, port"
+    " absent or 443 (unless `MCP_OAUTH_ALLOW_PRIVATE_HOSTS=1`)"
+)
 _TOKEN = "1-16384 characters, no whitespace or control characters"
 
 VARIABLES: Final = (
@@ -189,16 +192,18 @@ VARIABLES: Final = (
     Variable(
         "MCP_RESOURCE_URL", "http", "unset",
         _HTTPS + "; path exactly `/mcp`",
-        "this server's public resource URL (bearer authentication is not in this release)",
+        "this server's URL as clients reach it: tokens must name it in `aud`, and clients find"
+        " the metadata at its origin + `/.well-known/oauth-protected-resource`",
     ),
     Variable(
         "MCP_OAUTH_ISSUER", "http", "unset",
         _HTTPS,
-        "the external authorization server whose tokens are accepted",
+        "the external authorization server whose tokens are accepted; compared exactly with"
+        " each token's `iss`",
     ),
     Variable(
         "MCP_OAUTH_JWKS_URL", "http", "unset",
-        _HTTPS + "; same host as `MCP_OAUTH_ISSUER`",
+        _HTTPS + "; same host and port as `MCP_OAUTH_ISSUER`",
         "where the issuer's signing keys are fetched",
     ),
     Variable(
@@ -210,6 +215,18 @@ VARIABLES: Final = (
         "MCP_OAUTH_INITIAL_SCOPES", "http", "`mail.read`",
         _SCOPES,
         "scopes asked for in the first challenge (those whose gate is off are dropped)",
+    ),
+    Variable(
+        "MCP_OAUTH_CA_FILE", "http", "unset (system CAs)",
+        "an existing readable file",
+        "a PEM bundle of extra trusted CAs for fetching the signing keys (an issuer with a"
+        " private CA)",
+    ),
+    Variable(
+        "MCP_OAUTH_ALLOW_PRIVATE_HOSTS", "http", "off",
+        "`1` is on; anything else is off",
+        "lets the three `MCP_` URLs name loopback, private or single-label hosts, IP addresses"
+        " (IPv6 in brackets) and any port; for tests and self-hosted issuers only",
     ),
     Variable(
         "ANGELOS_REDIS_URL", "store", "unset (embedded Redis)",

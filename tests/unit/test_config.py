@@ -14,6 +14,7 @@ import pytest
 
 from schemas.secret import Secret
 from service.config import Config, check_config_lines, describe, load_config
+from support.config_env import load
 
 PASSWORD = "pw-Zq8#kR2!xV"
 REDIS_PASSWORD = "redis-pw-7yT3"
@@ -39,17 +40,6 @@ MICROSOFT = {
     "MICROSOFT_TOKEN_ENCRYPTION_KEY": "0f" * 32,
 }
 CUSTOM = {**BASE, "MAIL_PROVIDER": "custom", "IMAP_HOST": "localhost", "SMTP_HOST": "localhost"}
-
-
-def load(base: dict[str, str], **changes: str | None) -> Config:
-    """Load base with some variables changed (a None value removes the variable)."""
-    env = dict(base)
-    for name, value in changes.items():
-        if value is None:
-            env.pop(name, None)
-        else:
-            env[name] = value
-    return load_config(env)
 
 
 def variables(config: Config) -> list[str]:

@@ -7,22 +7,11 @@ from pathlib import Path
 import pytest
 
 from schemas.secret import Secret
-from service.config import Config, StoreConfig, describe, load_config
+from service.config import Config, StoreConfig, describe
+from support.config_env import MAILBOX, load
 
-MAILBOX = {"MAIL_USERNAME": "owner@example.com", "MAIL_PASSWORD": "pw", "HOME": "/home/owner"}
 TEST_GUARD = {"ANGELOS_ALLOW_FAULT_INJECTION": "1", "ANGELOS_ENV": "test"}
 REDIS_PASSWORD = "s3cr3t-redis"
-
-
-def load(base: dict[str, str], **changes: str | None) -> Config:
-    """Load base with some variables changed (a None value removes the variable)."""
-    env = dict(base)
-    for name, value in changes.items():
-        if value is None:
-            env.pop(name, None)
-        else:
-            env[name] = value
-    return load_config(env)
 
 
 def store_of(config: Config) -> StoreConfig:
