@@ -46,10 +46,13 @@ def parse_jwks(document: bytes) -> dict[str, PublicKey]:
     """Parse a JWKS document into its usable keys by kid, or raise JwksError for the whole set."""
     if len(document) > MAX_JWKS_BYTES:
         raise JwksError("size")
+    rule = ""
     try:
         root = parse_object(document)
     except StrictJsonError as error:
-        raise JwksError(error.rule) from None
+        rule = error.rule
+    if rule:
+        raise JwksError(rule)  # outside the except block: no chained context
     entries = root.get("keys")
     if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_KEYS:
         raise JwksError("keys")
@@ -120,7 +123,8 @@ def _rsa_key(entry: dict[str, Any]) -> rsa.RSAPublicKey:
     try:
         return rsa.RSAPublicNumbers(e, n).public_key()
     except ValueError:
-        raise JwksError("rsa-key") from None
+        pass
+    raise JwksError("rsa-key")
 
 
 def _ec_key(entry: dict[str, Any]) -> ec.EllipticCurvePublicKey:
@@ -134,4 +138,5 @@ def _ec_key(entry: dict[str, Any]) -> ec.EllipticCurvePublicKey:
     try:
         return numbers.public_key()
     except ValueError:  # the point is not on P-256
-        raise JwksError("ec-point") from None
+        pass
+    raise JwksError("ec-point")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any, cast
 
 import msgspec
@@ -124,30 +125,42 @@ def verify_signature(token: UnverifiedToken, key: PublicKey) -> None:
         raise TokenRejected("key-kid")
     if key.alg != token.alg:
         raise TokenRejected("key-alg")
-    try:
-        if token.alg == "RS256" and isinstance(key.key, rsa.RSAPublicKey):
-            key.key.verify(
+    if token.alg == "RS256" and isinstance(key.key, rsa.RSAPublicKey):
+        verified = _verified(
+            lambda: key.key.verify(
                 token.signature, token.signing_input, padding.PKCS1v15(), hashes.SHA256()
             )
-            return
-        if token.alg == "ES256" and isinstance(key.key, ec.EllipticCurvePublicKey):
-            if len(token.signature) != ES256_SIGNATURE_BYTES:
-                raise TokenRejected("signature-length")
-            r = int.from_bytes(token.signature[:32], "big")
-            s = int.from_bytes(token.signature[32:], "big")
-            der = encode_dss_signature(r, s)
-            key.key.verify(der, token.signing_input, ec.ECDSA(hashes.SHA256()))
-            return
+        )
+    elif token.alg == "ES256" and isinstance(key.key, ec.EllipticCurvePublicKey):
+        if len(token.signature) != ES256_SIGNATURE_BYTES:
+            raise TokenRejected("signature-length")
+        r = int.from_bytes(token.signature[:32], "big")
+        s = int.from_bytes(token.signature[32:], "big")
+        der = encode_dss_signature(r, s)
+        verified = _verified(
+            lambda: key.key.verify(der, token.signing_input, ec.ECDSA(hashes.SHA256()))
+        )
+    else:
+        raise TokenRejected("key-alg")  # the key's type does not serve its declared algorithm
+    if not verified:
+        raise TokenRejected("signature")
+
+
+def _verified(verify: Callable[[], None]) -> bool:
+    try:
+        verify()
     except (InvalidSignature, ValueError):
-        raise TokenRejected("signature") from None
-    raise TokenRejected("key-alg")  # the key's type does not serve its declared algorithm
+        return False
+    return True
 
 
 def _json(data: bytes) -> dict[str, Any]:
+    rule = ""
     try:
         return parse_object(data)
     except StrictJsonError as error:
-        raise TokenRejected(error.rule) from None
+        rule = error.rule
+    raise TokenRejected(rule)  # outside the except block: no chained context
 
 
 def _check_header(header: dict[str, Any]) -> tuple[Alg, str]:

@@ -55,18 +55,25 @@ _DECODER = json.JSONDecoder(
 
 def parse_object(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, Any]:
     """Parse one JSON object under the strict rules, or raise StrictJsonError."""
+    # Each refusal is raised outside its `except` block, so the error chains no decoder
+    # exception (those hold the input text) as its __context__.
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise StrictJsonError("utf-8") from None
+        text = None
+    if text is None:
+        raise StrictJsonError("utf-8")
+    rule = ""
     try:
         value, end = _DECODER.raw_decode(text, len(text) - len(text.lstrip(_WHITESPACE)))
-    except StrictJsonError:
-        raise
+    except StrictJsonError as error:  # raised by a hook, with no context of its own
+        rule = error.rule
     except RecursionError:
-        raise StrictJsonError("depth") from None
+        rule = "depth"
     except ValueError:  # JSONDecodeError, or an integer literal over Python's digit limit
-        raise StrictJsonError("syntax") from None
+        rule = "syntax"
+    if rule:
+        raise StrictJsonError(rule)
     if text[end:].strip(_WHITESPACE):
         raise StrictJsonError("trailing-data")
     if not isinstance(value, dict):
@@ -94,8 +101,13 @@ def _check_tree(root: dict[str, Any], max_depth: int) -> None:
 
 def _check_text(text: str) -> None:
     """Refuse a lone surrogate from a \\uD800-style escape: valid JSON text, but not Unicode."""
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise StrictJsonError("lone-surrogate") from None
+    if not text.isascii() and not _encodable(text):
+        raise StrictJsonError("lone-surrogate")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
