@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.auth.jwt import TokenRejected, parse_token
+from service.auth.jwks import parse_jwks
+from service.auth.jwt import TokenRejected, parse_token, verify_signature
 from support.forgeries import BY_NAME
 from support.tokens import ACCEPTED, Minter, outcome
 
@@ -47,6 +48,20 @@ def test_the_rejection_carries_only_its_rule(name: str, minter: Minter) -> None:
     with pytest.raises(TokenRejected) as raised:
         parse_token(token, minter.rules, minter.now)
     assert ((raised.value.rule,), None, None) == (
+        raised.value.args,
+        raised.value.__cause__,
+        raised.value.__context__,
+    )
+
+
+@pytest.mark.parametrize(
+    "name", [name for name in KEY_STAGE if BY_NAME[name].rule != "unknown-kid"]
+)
+def test_a_signature_rejection_carries_only_its_rule(name: str, minter: Minter) -> None:
+    token = parse_token(BY_NAME[name].build(minter), minter.rules, minter.now)
+    with pytest.raises(TokenRejected) as raised:
+        verify_signature(token, parse_jwks(minter.jwks())[token.kid])
+    assert ((BY_NAME[name].rule,), None, None) == (
         raised.value.args,
         raised.value.__cause__,
         raised.value.__context__,

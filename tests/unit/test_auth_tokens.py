@@ -124,6 +124,11 @@ def test_a_header_of_2048_bytes_is_accepted(minter: Minter) -> None:
     assert ACCEPTED == outcome(token, minter)
 
 
+def test_a_payload_nested_16_deep_is_accepted(minter: Minter) -> None:
+    nested = {"ext": [[[[[[[[[[[[[[[]]]]]]]]]]]]]]]}  # the payload object is level 1
+    assert ACCEPTED == outcome(minter.token(claims=nested), minter)
+
+
 def test_a_non_ascii_token_over_the_limit_in_bytes_is_refused(minter: Minter) -> None:
     with pytest.raises(TokenRejected) as raised:
         parse_token("é" * (MAX_TOKEN_BYTES // 2 + 1), minter.rules, NOW)
