@@ -107,26 +107,24 @@ def serve_stdio(config: Config) -> int:
 
 
 def serve_http(config: Config, host: str, port: int, owner: str | None) -> int:
-    """Serve stateless HTTP; until bearer authentication exists, only as a loopback owner."""
+    """Serve stateless HTTP with bearer authentication, or as a loopback owner without it.
+
+    Without a valid resource-server configuration the server still starts and answers 503 on
+    /mcp, so a deployment platform's health checks see why (`configured: false`).
+    """
     from service.transports.host_policy import is_loopback
     from service.transports.serve_http import run_http
 
-    if not owner:
-        print(
-            "angelos: HTTP bearer authentication is not available in this release; "
-            "bind to loopback and pass --insecure-local-owner NAME",
-            file=sys.stderr,
-        )
-        return 2
-    if not is_loopback(host):
+    if owner is not None and not is_loopback(host):
         print("angelos: --insecure-local-owner serves only on a loopback address", file=sys.stderr)
         return 2
     if not 0 < port < 65536:  # Host and Origin checks need the real port
         print("angelos: --port must be 1..65535", file=sys.stderr)
         return 2
+    for problem in config.http_auth_problems if owner is None else ():
+        log.error("resource server configuration problem", problem=problem)
     asyncio.run(run_http(config, host, port, owner))
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

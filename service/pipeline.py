@@ -17,12 +17,16 @@ from schemas.discovery import TOOLS_BY_NAME, ToolSpec
 from schemas.error_object import DRAFT_CONFLICT_RECOVERY, ErrorObject, build_error
 from schemas.mutations import REFUSED_ARGUMENT_OUTCOMES
 from schemas.readiness import OperationClass
+from service.auth.challenge import STEP_UP_DESCRIPTION, step_up_challenge
 from service.context import AppContext
 from service.principal import LOCAL_ISSUER, Principal
 from service.readiness import blockers, missing_scopes_note, refusal
 
 TOOL_DEADLINE_S = 90.0
 MAX_ERROR_DETAIL = 300
+SENT_COPY_DESCRIPTION = (
+    "Saving the Sent copy also requires owner consent for mail.write; no message was sent"
+)
 log = structlog.get_logger("angelos.call")
 
 
@@ -179,15 +183,8 @@ def failure(
     structured = msgspec.json.decode(raw)
     meta = None
     if isinstance(exc, errors.InsufficientScope) and app.resource_metadata_url:
-        scopes = " ".join(["mail.read", *exc.required])
-        meta = {"mcp/www_authenticate": [scope_challenge(app.resource_metadata_url, scopes)]}
+        # Only the Sent-copy refusal lacks two scopes; its consent prompt says nothing was sent.
+        description = STEP_UP_DESCRIPTION if len(exc.required) == 1 else SENT_COPY_DESCRIPTION
+        value = step_up_challenge(app.resource_metadata_url, " ".join(exc.required), description)
+        meta = {"mcp/www_authenticate": [value]}
     return CallResult(structured, raw.decode(), True, meta)
-
-
-def scope_challenge(metadata_url: str, scopes: str) -> str:
-    """Format the insufficient-scope Bearer challenge for a step-up."""
-    return (
-        f'Bearer resource_metadata="{metadata_url}", scope="{scopes}", '
-        'error="insufficient_scope", '
-        'error_description="Additional mailbox permission requires owner consent"'
-    )

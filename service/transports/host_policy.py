@@ -4,8 +4,9 @@ A web page on a foreign name can make a browser send requests to a loopback serv
 name resolves to 127.0.0.1; the page's name then arrives in Host and Origin. The SDK switches its
 own guard on only when bound to the exact strings 127.0.0.1, localhost or ::1, so this module
 builds the allowed values from the bind address itself, for every loopback spelling that
-is_loopback() accepts. A later release with remote binds adds the public resource URL's host to
-the same set (with scheme https); until then a non-loopback bind has no policy at all.
+is_loopback() accepts. A server with bearer authentication accepts only the host and port of its
+public resource URL, with https origins, whatever address it is bound to (a reverse proxy in
+front must pass the public Host on).
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ def loopback_policy(bind_host: str, port: int) -> HostPolicy:
     else:
         hosts.add(ipaddress.ip_address(bind_host).compressed)
     return HostPolicy(frozenset((host, port) for host in hosts))
+
+
+def resource_policy(resource_authority: tuple[str, int]) -> HostPolicy:
+    """Allow only the public resource URL's host and port, and only https origins."""
+    return HostPolicy(frozenset({resource_authority}), scheme="https")
 
 
 def authority(value: str, default_port: int) -> tuple[str, int] | None:

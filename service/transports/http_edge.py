@@ -1,12 +1,14 @@
 """The /mcp edge: ASGI middleware that answers, in front of the SDK's app, what it gets wrong.
 
-In order: a foreign Host is 421 and a foreign Origin 403 (DNS rebinding, for every loopback
-spelling we bind to); any method but POST is 405 (stateless JSON mode has no server-initiated
-stream for a GET to open); a body over the limit is 413; then screen() answers malformed or
-oversized JSON, batches and invalid envelopes with short JSON-RPC errors, and an unknown
-MCP-Protocol-Version header gets the protocol's UnsupportedProtocolVersion error (-32022) rather
-than the SDK's complaint about a missing _meta. A POST the SDK refuses on its headers alone
-(Content-Type, Accept) goes to the SDK unread. Everything else reaches the SDK untouched.
+In order: a foreign Host is 421 and a foreign Origin 403 (DNS rebinding: the public resource
+host, or every loopback spelling we bind to); with a bearer gate, a request without a valid
+token gets its 401 or 403 challenge before anything else is looked at; any method but POST
+is 405 (stateless JSON mode has no server-initiated stream for a GET to open); a body over
+the limit is 413; then screen() answers malformed or oversized JSON, batches and invalid
+envelopes with short JSON-RPC errors, and an unknown MCP-Protocol-Version header gets the
+protocol's UnsupportedProtocolVersion error (-32022) rather than the SDK's complaint about a
+missing _meta. A POST the SDK refuses on its headers alone (Content-Type, Accept) goes to the
+SDK unread. Everything else reaches the SDK untouched.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.auth.bearer import BearerGate
 from service.transports.host_policy import HostPolicy
 from service.transports.jsonrpc_edge import (
     MAX_MESSAGE_BYTES,
@@ -41,9 +44,16 @@ FOREIGN_ORIGIN: Final = invalid_request("cross-origin requests are not served")
 class McpEdge:
     """Wrap the SDK's ASGI app; only requests for `path` are checked."""
 
-    def __init__(self, app: ASGIApp, policy: HostPolicy, path: str = "/mcp") -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        policy: HostPolicy,
+        gate: BearerGate | None = None,
+        path: str = "/mcp",
+    ) -> None:
         self.app = app
         self.policy = policy
+        self.gate = gate
         self.path = path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -52,7 +62,11 @@ class McpEdge:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        refusal = self._refusal(scope, headers)
+        refusal = self._foreign(headers)
+        if refusal is None and self.gate is not None:
+            refusal = await self.gate.admit(scope, headers)
+        if refusal is None and scope["method"] != "POST":
+            refusal = Response(status_code=405, headers={"Allow": "POST"})
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -75,15 +89,13 @@ class McpEdge:
             await asyncio.sleep(0)
         await self.app(scope, _replay(body, receive), send)
 
-    def _refusal(self, scope: Scope, headers: Headers) -> Response | None:
+    def _foreign(self, headers: Headers) -> Response | None:
         hosts = headers.getlist("host")
         if len(hosts) != 1 or not self.policy.allows_host(hosts[0]):
             return _error_response(FOREIGN_HOST, 421)
         origins = headers.getlist("origin")
         if len(origins) > 1 or not self.policy.allows_origin(origins[0] if origins else None):
             return _error_response(FOREIGN_ORIGIN, 403)
-        if scope["method"] != "POST":
-            return Response(status_code=405, headers={"Allow": "POST"})
         return None
 
 

@@ -5,17 +5,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from typing import Any
 
 import structlog
 from aiohttp import web
+from mcp.server import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 
 from service.app import build_app
-from service.config import Config
+from service.auth.bearer import BearerGate, principal_in
+from service.auth.jwt import TokenRules
+from service.auth.keys import HttpsKeySource, KeyCache
+from service.auth.verifier import TokenVerifier
+from service.config import Config, HttpAuthConfig
 from service.context import AppContext
-from service.mcp_server import build_server
-from service.principal import local_principal
-from service.transports.host_policy import loopback_policy
+from service.mcp_server import PrincipalSource, build_server
+from service.principal import Principal, local_principal
+from service.transports.host_policy import HostPolicy, loopback_policy, resource_policy
 from service.transports.http import build_http_app
 from service.transports.http_edge import McpEdge
 from service.transports.jsonrpc_edge import MAX_MESSAGE_BYTES
@@ -35,36 +41,92 @@ class ClientGone(logging.Filter):
         return not isinstance(error, ConnectionError)
 
 
-def http_application(
-    config: Config, host: str, port: int, owner: str
-) -> tuple[web.Application, AppContext | None]:
-    """Build the aiohttp app; bad mailbox or store configuration serves 503 on /mcp."""
-    mcp_ready = config.mail is not None and config.store is not None and config.local is not None
-    if not mcp_ready:
-        log.warning("MCP unavailable: mailbox or store configuration is incomplete or invalid")
-        return build_http_app(config, None), None
-    assert config.local is not None
-    app = build_app(config)
-    principal = local_principal(owner, config.local.scopes)
-    server = build_server(app, lambda ctx: principal)
+class HttpService:
+    """The aiohttp app, with the application context and key cache it must start and close."""
+
+    def __init__(self, web_app: web.Application, app: AppContext | None, keys: KeyCache | None):
+        self.web_app = web_app
+        self.app = app
+        self.keys = keys
+
+    async def aclose(self) -> None:
+        """Close the key cache's connections and the application context."""
+        if self.keys is not None:
+            await self.keys.aclose()
+        if self.app is not None:
+            await self.app.aclose()
+
+
+def bearer_gate(auth: HttpAuthConfig) -> tuple[BearerGate, KeyCache]:
+    """Build the token verifier for the configured issuer; keys are fetched on first use."""
+    rules = TokenRules(auth.issuer, auth.resource_url, frozenset(auth.allowed_subjects))
+    keys = KeyCache(HttpsKeySource(auth.jwks_url, auth.ca_file, auth.allow_private_hosts))
+    return BearerGate(TokenVerifier(rules, keys), auth.metadata_url, auth.initial_scopes), keys
+
+
+def _bearer_principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    """The Principal the bearer gate stored in this HTTP request's ASGI scope."""
+    request = ctx.request
+    if request is None:  # only HTTP requests reach this server, each through the gate
+        raise RuntimeError("a tool call arrived without its HTTP request")
+    return principal_in(request.scope)
+
+
+def http_service(config: Config, host: str, port: int, owner: str | None) -> HttpService:
+    """Build the HTTP service: bearer-authenticated, a loopback owner's, or 503 on /mcp."""
+    auth = config.http_auth
+    principal_ready = config.local is not None if owner is not None else auth is not None
+    if config.mail is None or config.store is None or not principal_ready:
+        log.warning("MCP unavailable: mailbox or OAuth configuration is incomplete or invalid")
+        return HttpService(build_http_app(config, None), None, None)
+    gate: BearerGate | None = None
+    keys: KeyCache | None = None
+    policy: HostPolicy
+    principal_of: PrincipalSource
+    if owner is not None:
+        assert config.local is not None
+        principal = local_principal(owner, config.local.scopes)
+        principal_of, policy = (lambda ctx: principal), loopback_policy(host, port)
+        app = build_app(config)
+    else:
+        assert auth is not None
+        gate, keys = bearer_gate(auth)
+        principal_of = _bearer_principal
+        policy = resource_policy(auth.resource_authority)
+        app = build_app(config, resource_metadata_url=auth.metadata_url)
+    server = build_server(app, principal_of)
     asgi = server.streamable_http_app(
         stateless_http=True,
         json_response=True,
         max_request_body_size=MAX_MESSAGE_BYTES,
-        # McpEdge checks Host and Origin before anything else, for every loopback spelling;
-        # the SDK's own check knows only 127.0.0.1, localhost and ::1 and would run later.
+        # McpEdge checks Host and Origin before anything else; the SDK's own check knows only
+        # 127.0.0.1, localhost and ::1 and would run later.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return build_http_app(config, McpEdge(asgi, loopback_policy(host, port))), app
+    return HttpService(build_http_app(config, McpEdge(asgi, policy, gate)), app, keys)
 
 
-async def run_http(config: Config, host: str, port: int, owner: str) -> None:
+# A 16 KiB bearer token must fit in one header line (aiohttp's default limit is 8,190 bytes).
+MAX_HEADER_LINE_BYTES = 20 * 1024
+
+
+def app_runner(web_app: web.Application) -> web.AppRunner:
+    """The aiohttp runner with our header limits and without an access log."""
+    return web.AppRunner(
+        web_app,
+        access_log=None,
+        max_line_size=MAX_HEADER_LINE_BYTES,
+        max_field_size=MAX_HEADER_LINE_BYTES,
+    )
+
+
+async def run_http(config: Config, host: str, port: int, owner: str | None) -> None:
     """Serve until SIGTERM or SIGINT, then close connections."""
     logging.getLogger("aiohttp.server").addFilter(ClientGone())
-    web_app, app = http_application(config, host, port, owner)
-    if app is not None:
-        await app.start()
-    runner = web.AppRunner(web_app, access_log=None)
+    service = http_service(config, host, port, owner)
+    if service.app is not None:
+        await service.app.start()
+    runner = app_runner(service.web_app)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -77,5 +139,4 @@ async def run_http(config: Config, host: str, port: int, owner: str) -> None:
         await stop.wait()
     finally:
         await runner.cleanup()
-        if app is not None:
-            await app.aclose()
+        await service.aclose()

@@ -172,16 +172,17 @@ class TestStartupRules:
                 for h in ("X-Content-Type-Options", "Cache-Control", "X-Frame-Options")
             )
 
-    def test_http_without_the_insecure_flag_refuses_to_start(self) -> None:
-        proc = subprocess.run(
-            angelos_command("serve", "--transport", "http", "--port", str(free_port())),
-            env=clean_env({}),
-            cwd=ROOT,
-            capture_output=True,
-            timeout=30,
-        )
-        assert 2 == proc.returncode
-        assert b"--insecure-local-owner" in proc.stderr
+    def test_without_resource_server_settings_http_starts_and_serves_503(
+        self, services: Any
+    ) -> None:
+        with http_server(services.product_env) as base:
+            with urllib.request.urlopen(f"{base}/healthz") as r:
+                body = json.loads(r.read())
+            assert (False, "custom") == (body["configured"], body["mail_provider"])
+            request = urllib.request.Request(f"{base}/mcp", data=b"{}", method="POST")
+            with pytest.raises(urllib.error.HTTPError) as caught:
+                urllib.request.urlopen(request)
+            assert 503 == caught.value.code
 
     def test_insecure_mode_refuses_a_non_loopback_address(self) -> None:
         proc = subprocess.run(

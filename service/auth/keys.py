@@ -1,0 +1,185 @@
+"""The issuer's signing keys: a lazy JWKS fetch over vetted addresses, and the key cache.
+
+The cache holds the whole key set for five minutes after a successful fetch. A miss (unknown
+kid, wrong algorithm, expired set) may fetch at most once a minute per process, the attempt
+time being recorded before the fetch, so a flood of tokens with made-up kids costs the issuer
+one request a minute. Concurrent misses share one fetch. A failed fetch never revives an
+expired set, and a successful one replaces the set, so a key removed by the issuer stops
+working here at the next fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+from typing import Final, Protocol
+
+import aiohttp
+import structlog
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from providers.netsafety import resolve_destination, tls_context
+from providers.off_loop import off_loop
+from schemas.errors import ServiceUnavailable
+from service.auth.jwks import MAX_JWKS_BYTES, Alg, JwksError, PublicKey, parse_jwks
+
+KEY_SET_TTL_S: Final = 300.0
+FETCH_INTERVAL_S: Final = 60.0
+FETCH_TIMEOUT_S: Final = 5.0
+MAX_HEADER_BYTES: Final = 16 * 1024
+log = structlog.get_logger("angelos.auth")
+
+
+class KeyFetchFailed(Exception):
+    """The key set could not be fetched; the message is a short, value-free reason."""
+
+
+class KeySource(Protocol):
+    """Where the key set's JSON document comes from."""
+
+    async def fetch(self) -> bytes:
+        """Return the JWKS document or raise KeyFetchFailed."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release any connection the source holds."""
+        ...
+
+
+class _VettedResolver(AbstractResolver):
+    """Resolve once through the outbound rules, so aiohttp dials only vetted addresses."""
+
+    def __init__(self, allow_private_hosts: bool) -> None:
+        self.allow_private_hosts = allow_private_hosts
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        answers = await resolve_destination(
+            host, port, allow_private_hosts=self.allow_private_hosts
+        )
+        return [
+            ResolveResult(
+                hostname=host,
+                host=str(sockaddr[0]),
+                port=port,
+                family=family_,
+                proto=socket.IPPROTO_TCP,
+                flags=socket.AI_NUMERICHOST,
+            )
+            for family_, sockaddr in answers
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+class HttpsKeySource:
+    """GET the JWKS URL: no redirects, no proxies, no credentials, 5 s, at most 256 KiB."""
+
+    def __init__(self, url: str, ca_file: str | None, allow_private_hosts: bool) -> None:
+        self.url = url
+        self.ca_file = ca_file
+        self.allow_private_hosts = allow_private_hosts
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                resolver=_VettedResolver(self.allow_private_hosts),
+                ssl=tls_context(self.ca_file),
+                use_dns_cache=False,
+                limit=4,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                trust_env=False,  # HTTPS_PROXY and friends are never used
+                cookie_jar=aiohttp.DummyCookieJar(),
+                timeout=aiohttp.ClientTimeout(total=FETCH_TIMEOUT_S),
+                max_line_size=MAX_HEADER_BYTES,
+                max_field_size=MAX_HEADER_BYTES,
+            )
+        return self._session
+
+    async def fetch(self) -> bytes:
+        """Fetch the document; every failure is KeyFetchFailed with a short reason."""
+        try:
+            async with asyncio.timeout(FETCH_TIMEOUT_S):
+                return await self._get()
+        except KeyFetchFailed:
+            raise
+        except ServiceUnavailable:
+            raise KeyFetchFailed("the JWKS host resolves to a refused address") from None
+        except TimeoutError:
+            raise KeyFetchFailed("the JWKS fetch timed out") from None
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            raise KeyFetchFailed(f"the JWKS fetch failed ({type(exc).__name__})") from None
+
+    async def _get(self) -> bytes:
+        headers = {"Accept": "application/json"}
+        async with self._client().get(self.url, headers=headers, allow_redirects=False) as resp:
+            if resp.status != 200:
+                raise KeyFetchFailed(f"the JWKS URL answered HTTP {resp.status}")
+            declared = resp.content_length
+            if declared is not None and declared > MAX_JWKS_BYTES:
+                raise KeyFetchFailed("the JWKS document is too large")
+            body = bytearray()
+            async for chunk in resp.content.iter_chunked(64 * 1024):
+                body += chunk
+                if len(body) > MAX_JWKS_BYTES:
+                    raise KeyFetchFailed("the JWKS document is too large")
+            return bytes(body)
+
+    async def aclose(self) -> None:
+        """Close the HTTP session."""
+        if self._session is not None:
+            await self._session.close()
+
+
+class KeyCache:
+    """The key set with its expiry and the once-a-minute fetch throttle."""
+
+    def __init__(self, source: KeySource, clock: Callable[[], float] = time.monotonic) -> None:
+        self.source = source
+        self.clock = clock
+        self._keys: dict[str, PublicKey] = {}
+        self._fetched_at: float | None = None
+        self._attempted_at: float | None = None
+        self._lock = asyncio.Lock()
+        self.fetches = 0  # attempts made, for capabilities-style diagnostics and tests
+
+    def _hit(self, kid: str, alg: Alg) -> PublicKey | None:
+        if self._fetched_at is None or self.clock() - self._fetched_at >= KEY_SET_TTL_S:
+            return None
+        key = self._keys.get(kid)
+        return key if key is not None and key.alg == alg else None
+
+    async def key_for(self, kid: str, alg: Alg) -> PublicKey | None:
+        """Return the key for (kid, alg), fetching the set when allowed; None when there is none."""
+        key = self._hit(kid, alg)
+        if key is not None:
+            return key
+        async with self._lock:
+            key = self._hit(kid, alg)  # a fetch that ran while this call waited may have it
+            if key is not None:
+                return key
+            now = self.clock()
+            if self._attempted_at is not None and now - self._attempted_at < FETCH_INTERVAL_S:
+                return None
+            self._attempted_at = now
+            self.fetches += 1
+            try:
+                # A hostile 256 KiB document takes ~50 ms to refuse: too close to the loop budget.
+                keys = await off_loop(parse_jwks, await self.source.fetch())
+            except (KeyFetchFailed, JwksError) as exc:
+                log.warning("jwks_refresh_failed", reason=str(exc))
+                return None
+            self._keys, self._fetched_at = keys, self.clock()
+            log.info("jwks_refreshed", keys=len(keys))
+            return self._hit(kid, alg)
+
+    async def aclose(self) -> None:
+        """Close the key source."""
+        await self.source.aclose()

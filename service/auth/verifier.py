@@ -1,0 +1,53 @@
+"""From a bearer token to a Principal: parse, find the key, verify, decide on scopes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Final, Literal
+
+from service.auth.jwt import TokenRejected, TokenRules, parse_token, verify_signature
+from service.auth.keys import KeyCache
+from service.principal import Principal
+
+BASE_SCOPE: Final = "mail.read"
+
+
+class AuthFailure(Exception):
+    """A refused token: 401 invalid_token or 403 insufficient_scope, with the rule it broke."""
+
+    def __init__(self, status: Literal[401, 403], rule: str) -> None:
+        super().__init__(rule)
+        self.status = status
+        self.rule = rule  # for logs; never token text or claim values
+
+
+class TokenVerifier:
+    """Verify access tokens for one resource against one issuer's keys."""
+
+    def __init__(
+        self, rules: TokenRules, keys: KeyCache, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.rules = rules
+        self.keys = keys
+        self.clock = clock
+
+    async def principal(self, token: str) -> Principal:
+        """Return the caller's Principal or raise AuthFailure."""
+        try:
+            # Every claim check runs before the key lookup: a malformed token never fetches.
+            parsed = parse_token(token, self.rules, int(self.clock()))
+            key = await self.keys.key_for(parsed.kid, parsed.alg)
+            if key is None:
+                raise AuthFailure(401, "unknown-kid")
+            verify_signature(parsed, key)
+        except TokenRejected as exc:
+            raise AuthFailure(401, exc.rule) from None
+        claims = parsed.claims
+        if claims.expires <= int(self.clock()):  # the fetch may have outlived the token
+            raise AuthFailure(401, "exp")
+        if BASE_SCOPE not in claims.scopes:
+            raise AuthFailure(403, "scope")
+        return Principal(
+            claims.issuer, self.rules.resource, claims.subject, frozenset(claims.scopes)
+        )
