@@ -184,6 +184,52 @@ class TestStartupRules:
                 urllib.request.urlopen(request)
             assert 503 == caught.value.code
 
+    @pytest.mark.parametrize(
+        "broken",
+        [
+            {"MCP_RESOURCE_URL": "https://mail.example.com/api"},
+            {"MCP_OAUTH_ISSUER": "https://mail.example.com/"},
+            {"MCP_ALLOWED_SUBJECTS": ""},
+        ],
+        ids=["resource-path-not-mcp", "root-issuer-on-the-resource-host", "no-subjects"],
+    )
+    def test_invalid_resource_server_settings_serve_503_and_keep_the_mailbox_labels(
+        self, services: Any, broken: dict[str, str]
+    ) -> None:
+        env = {
+            **services.product_env,
+            "MCP_RESOURCE_URL": "https://mail.example.com/mcp",
+            "MCP_OAUTH_ISSUER": "https://login.example.com/",
+            "MCP_OAUTH_JWKS_URL": "https://login.example.com/jwks",
+            "MCP_ALLOWED_SUBJECTS": "owner-123",
+            **broken,
+        }
+        with http_server(env) as base:
+            with urllib.request.urlopen(f"{base}/healthz") as r:
+                body = json.loads(r.read())
+            request = urllib.request.Request(f"{base}/mcp", data=b"{}", method="POST")
+            with pytest.raises(urllib.error.HTTPError) as caught:
+                urllib.request.urlopen(request)
+            with pytest.raises(urllib.error.HTTPError) as metadata:
+                urllib.request.urlopen(f"{base}/.well-known/oauth-protected-resource")
+        assert (False, "custom", "password") == (
+            body["configured"],
+            body["mail_provider"],
+            body["mail_auth_mode"],
+        )
+        assert (503, 404) == (caught.value.code, metadata.value.code)
+
+    def test_a_path_issuer_on_the_resource_host_is_configured(self, services: Any) -> None:
+        env = {
+            **services.product_env,
+            "MCP_RESOURCE_URL": "https://mail.example.com/mcp",
+            "MCP_OAUTH_ISSUER": "https://mail.example.com/realms/owner",
+            "MCP_OAUTH_JWKS_URL": "https://mail.example.com/realms/owner/certs",
+            "MCP_ALLOWED_SUBJECTS": "owner-123",
+        }
+        with http_server(env) as base, urllib.request.urlopen(f"{base}/healthz") as r:
+            assert json.loads(r.read())["configured"] is True
+
     def test_insecure_mode_refuses_a_non_loopback_address(self) -> None:
         proc = subprocess.run(
             angelos_command(

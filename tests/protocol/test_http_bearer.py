@@ -18,11 +18,11 @@ import pytest_asyncio
 from multidict import CIMultiDict
 
 from support.counting_proxy import CountingProxy
-from support.forgeries import FORGERIES
+from support.forgeries import FORGERIES, MAX_TOKEN_BYTES
 from support.jwks_server import JwksServer, jwks_server
 from support.resource_server import ResourceServer, resource_server
 from support.services import Services
-from support.tokens import Minter
+from support.tokens import ABSENT, Minter, sized_token
 
 pytestmark = pytest.mark.services
 LIST_TOOLS = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
@@ -193,8 +193,6 @@ class TestScopes:
     async def test_a_token_without_mail_read_is_403_asking_for_mail_read(
         self, server: ResourceServer, jwks: JwksServer, scope: str | None
     ) -> None:
-        from support.tokens import ABSENT
-
         minter = minter_for(jwks, server)
         token = minter.token(claims={"scope": ABSENT if scope is None else scope})
         status, headers, body = await post(server, f"Bearer {token}")
@@ -207,3 +205,157 @@ class TestScopes:
             headers["WWW-Authenticate"],
             json.loads(body),
         )
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
+class TestRequests:
+    async def test_a_token_of_the_maximum_size_is_accepted(
+        self, server: ResourceServer, jwks: JwksServer
+    ) -> None:
+        token = sized_token(minter_for(jwks, server), MAX_TOKEN_BYTES)
+        assert MAX_TOKEN_BYTES == len(token)
+        status, _, body = await post(server, f"Bearer {token}")
+        assert (200, 6) == (status, len(json.loads(body)["result"]["tools"]))
+
+    async def test_a_body_over_8_mib_with_a_valid_token_never_reaches_a_tool(
+        self, server: ResourceServer, jwks: JwksServer, imap_proxy: CountingProxy
+    ) -> None:
+        token = minter_for(jwks, server).token()
+        before = imap_proxy.snapshot()[0]
+        big = tool_call("mail_query", {"action": "search", "folder": "x" * (8 * 1024 * 1024)})
+        status, _, _ = await post(server, f"Bearer {token}", body=big)
+        assert (413, before) == (status, imap_proxy.snapshot()[0])
+
+    async def test_an_unauthenticated_get_is_401_before_the_method_is_looked_at(
+        self, server: ResourceServer
+    ) -> None:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{server.base}/mcp", headers={"Host": server.host}) as r,
+        ):
+            assert 401 == r.status
+
+    async def test_a_foreign_host_or_origin_is_refused_even_with_a_valid_token(
+        self, server: ResourceServer, jwks: JwksServer
+    ) -> None:
+        token = f"Bearer {minter_for(jwks, server).token()}"
+        foreign_host = await post(server, token, extra={"Host": "attacker.example.com"})
+        foreign_origin = await post(server, token, extra={"Origin": "https://attacker.example"})
+        plain_origin = await post(server, token, extra={"Origin": f"http://{server.host}"})
+        own_origin = await post(server, token, extra={"Origin": f"https://{server.host}"})
+        assert [421, 403, 403, 200] == [
+            foreign_host[0],
+            foreign_origin[0],
+            plain_origin[0],
+            own_origin[0],
+        ]
+
+
+class TestStepUp:
+    async def test_a_write_without_mail_write_carries_a_step_up_challenge(
+        self, services: Services, jwks: JwksServer
+    ) -> None:
+        env = {**services.product_env, "MAIL_ENABLE_WRITES": "1"}
+        async with resource_server(env, jwks) as server:
+            token = minter_for(jwks, server).token(claims={"scope": "mail.read"})
+            call = tool_call("mail_create", {"action": "folder", "name": "StepUp-never"})
+            status, _, body = await post(server, f"Bearer {token}", body=call)
+        result = json.loads(body)["result"]
+        assert (200, True) == (status, result["isError"])
+        assert ("insufficient_scope", "mail.write") == (
+            result["structuredContent"]["error_code"],
+            result["structuredContent"]["required_scope"],
+        )
+        expected = (
+            f'Bearer resource_metadata="{server.metadata_url}", scope="mail.read mail.write", '
+            'error="insufficient_scope", '
+            'error_description="Additional mailbox permission requires owner consent"'
+        )
+        assert [expected] == result["_meta"]["mcp/www_authenticate"]
+
+    async def test_a_sent_copy_without_mail_write_asks_for_all_three_scopes(
+        self, services: Services, jwks: JwksServer
+    ) -> None:
+        env = {**services.product_env, "MAIL_ENABLE_WRITES": "1", "MAIL_ENABLE_SEND": "1"}
+        async with resource_server(env, jwks) as server:
+            token = minter_for(jwks, server).token(claims={"scope": "mail.read mail.send"})
+            message = {"to": ["stepup@example.test"], "subject": "S", "text": "T"}
+            prepare = tool_call("mail_prepare", {"action": "new", "message": message})
+            _, _, prepared = await post(server, f"Bearer {token}", body=prepare)
+            preview = json.loads(prepared)["result"]["structuredContent"]
+            call = tool_call(
+                "mail_send_confirmed",
+                {
+                    "prepared_id": preview["prepared_id"],
+                    "confirmed_digest": preview["digest"],
+                    "append_sent": True,
+                },
+            )
+            _, _, body = await post(server, f"Bearer {token}", body=call)
+        result = json.loads(body)["result"]
+        assert ["mail.read", "mail.write", "mail.send"] == result["structuredContent"][
+            "required_scopes"
+        ]
+        [challenge] = result["_meta"]["mcp/www_authenticate"]
+        assert challenge.startswith(
+            f'Bearer resource_metadata="{server.metadata_url}", '
+            'scope="mail.read mail.write mail.send", error="insufficient_scope"'
+        )
+        assert "no message was sent" in challenge
+
+
+class TestInitialScopes:
+    @pytest.mark.parametrize(
+        ("writes", "send", "expected"),
+        [
+            ("1", "1", "mail.read mail.write mail.send"),
+            ("0", "1", "mail.read mail.send"),
+            ("true", "yes", "mail.read"),
+        ],
+    )
+    async def test_the_401_asks_for_the_initial_scopes_the_gates_allow(
+        self, services: Services, jwks: JwksServer, writes: str, send: str, expected: str
+    ) -> None:
+        extra = {
+            "MCP_OAUTH_INITIAL_SCOPES": "mail.send mail.read mail.write",
+            "MAIL_ENABLE_WRITES": writes,
+            "MAIL_ENABLE_SEND": send,
+        }
+        async with resource_server(services.product_env, jwks, extra=extra) as server:
+            status, headers, _ = await post(server, None)
+            minter = minter_for(jwks, server)
+            forbidden = await post(server, f"Bearer {minter.token(claims={'scope': 'x'})}")
+        assert (401, unauthorized(server, error=False, scope=expected)) == (
+            status,
+            headers["WWW-Authenticate"],
+        )
+        assert 'scope="mail.read", error="insufficient_scope"' in forbidden[1]["WWW-Authenticate"]
+
+
+class TestMetadata:
+    @pytest.mark.parametrize("path", ["", "/mcp"])
+    async def test_head_is_empty_post_is_405_and_neither_fetches_keys(
+        self, server: ResourceServer, jwks: JwksServer, path: str
+    ) -> None:
+        url = f"{server.base}/.well-known/oauth-protected-resource{path}"
+        async with aiohttp.ClientSession() as session:
+            async with session.head(url) as head:
+                assert (200, b"") == (head.status, await head.read())
+                assert "public, max-age=300" == head.headers["Cache-Control"]
+            async with session.post(url) as posted:
+                assert (405, "GET, HEAD") == (posted.status, posted.headers["Allow"])
+            async with session.get(url, headers={"X-Forwarded-Host": "a.example"}) as got:
+                document = await got.json()
+        assert (server.resource, [jwks.issuer]) == (
+            document["resource"],
+            document["authorization_servers"],
+        )
+        assert 0 == jwks.fetches

@@ -44,7 +44,8 @@ async def tls_proxy(
         task = asyncio.ensure_future(both)
         tasks.add(task)
         task.add_done_callback(tasks.discard)
-        await task
+        with contextlib.suppress(asyncio.CancelledError):  # the proxy is closing
+            await task
 
     server = await asyncio.start_server(serve, "127.0.0.1", port, ssl=context)
     try:
