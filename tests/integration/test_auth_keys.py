@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -20,6 +19,7 @@ from service.auth.keys import HttpsKeySource, KeyCache
 from service.auth.verifier import AuthFailure, TokenVerifier
 from support.jwks_server import JwksServer, jwks_server
 from support.services import Services
+from support.silent import silent_listener
 from support.tokens import Minter, ec_key, jwks_document, rsa_key
 
 pytestmark = pytest.mark.services
@@ -128,18 +128,6 @@ async def test_an_unusable_document_gives_no_keys(
         assert None is await cache.key_for("key-1", "RS256")
 
 
-@contextlib.contextmanager
-def silent_listener() -> Iterator[int]:
-    """A loopback port that accepts connections and never answers."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    try:
-        yield sock.getsockname()[1]
-    finally:
-        sock.close()
-
-
 async def test_an_issuer_that_never_answers_fails_closed_within_the_fetch_timeout(
     services: Services,
 ) -> None:
@@ -194,3 +182,15 @@ async def test_a_token_that_expires_during_the_key_fetch_is_refused() -> None:
     with pytest.raises(AuthFailure) as refused:
         await verifier.principal(token)
     assert (401, "exp") == (refused.value.status, refused.value.rule)
+
+
+async def test_without_the_private_hosts_switch_a_loopback_key_server_is_never_dialled(
+    services: Services, jwks: JwksServer
+) -> None:
+    jwks.document = jwks_document([rsa_key()])
+    source = HttpsKeySource(jwks.jwks_url, str(services.ca_file), allow_private_hosts=False)
+    cache = KeyCache(source, Clock())
+    try:
+        assert (None, 0) == (await cache.key_for("key-1", "RS256"), jwks.fetches)
+    finally:
+        await cache.aclose()

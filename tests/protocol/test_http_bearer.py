@@ -22,6 +22,7 @@ from support.forgeries import FORGERIES, MAX_TOKEN_BYTES
 from support.jwks_server import JwksServer, jwks_server
 from support.resource_server import ResourceServer, resource_server
 from support.services import Services
+from support.silent import silent_listener
 from support.tokens import ABSENT, Minter, sized_token
 
 pytestmark = pytest.mark.services
@@ -163,7 +164,11 @@ class TestKeys:
 
 class TestForgeries:
     async def test_every_forgery_is_refused_alike_and_reaches_nothing(
-        self, server: ResourceServer, jwks: JwksServer, imap_proxy: CountingProxy
+        self,
+        server: ResourceServer,
+        jwks: JwksServer,
+        imap_proxy: CountingProxy,
+        capsys: pytest.CaptureFixture[str],
     ) -> None:
         minter = minter_for(jwks, server)
         before = imap_proxy.snapshot()[0]
@@ -186,6 +191,17 @@ class TestForgeries:
         assert {name: expected for name in seen} == seen
         assert 0 == fetches_after_parse_time  # malformed tokens never make the server fetch
         assert before == imap_proxy.snapshot()[0]
+        logged = capsys.readouterr().out
+        assert len(sendable) <= logged.count("bearer_refused")
+        parts = {f.name: _secret_part(f.build(minter)) for f in sendable}
+        leaked = [name for name, part in parts.items() if len(part) == 24 and part in logged]
+        assert [] == leaked
+
+
+def _secret_part(token: str) -> str:
+    """A piece of the token that only a leak of the token itself would put in a log."""
+    longest = max(token.split("."), key=len)
+    return longest[len(longest) // 2 : len(longest) // 2 + 24]
 
 
 class TestScopes:
@@ -257,6 +273,28 @@ class TestRequests:
             plain_origin[0],
             own_origin[0],
         ]
+
+
+class TestUnreachableIssuer:
+    async def test_a_silent_issuer_fails_closed_and_the_server_keeps_answering(
+        self, services: Services, jwks: JwksServer
+    ) -> None:
+        with silent_listener() as port:
+            silent = JwksServer(port=port)
+            async with resource_server(services.product_env, silent) as server:
+                token = Minter(issuer=silent.issuer, resource=server.resource).token()
+                waiting = asyncio.create_task(post(server, f"Bearer {token}"))
+                await asyncio.sleep(0.5)
+                started = asyncio.get_running_loop().time()
+                async with (
+                    aiohttp.ClientSession() as session,
+                    session.get(f"{server.base}/healthz") as health,
+                ):
+                    assert 200 == health.status
+                health_s = asyncio.get_running_loop().time() - started
+                status, headers, _ = await waiting
+        assert (401, unauthorized(server, error=True)) == (status, headers["WWW-Authenticate"])
+        assert health_s < 1.0  # the key fetch waits on the network, never on the event loop
 
 
 class TestStepUp:
