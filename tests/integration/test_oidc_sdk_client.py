@@ -1,9 +1,10 @@
 """The mcp SDK's own OAuth client (OAuthClientProvider) gets real tokens from the OAuth test peer.
 
-The MCP server's bearer check does not exist yet, so a stand-in protected resource answers here:
-a small aiohttp HTTPS app on loopback that publishes its protected resource metadata, answers
-401 with a `resource_metadata` challenge without a bearer token, and records the bearer token it
-is then sent. Everything between the SDK client and the issuer is real.
+This half of the flow is tested apart from angelos (test_oauth_e2e.py runs the whole): a
+stand-in protected resource, a small aiohttp HTTPS app on loopback, publishes its protected
+resource metadata, answers 401 with a `resource_metadata` challenge, and records the bearer
+tokens it is sent, so the tests can look at what the client asked for and what it got (refresh
+without a new sign-in included). Everything between the SDK client and the issuer is real.
 """
 
 from __future__ import annotations
