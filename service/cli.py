@@ -72,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check-config":
         for line in check_config_lines(config):
             print(line)
-        return 1 if startup_problems(config) else 0
+        # Resource-server problems count too: a group set at all is meant to work.
+        return 1 if startup_problems(config) or config.http_auth_problems else 0
     if args.command == "ledger":
         configure_logging("warning")
         return run_ledger(args, config)

@@ -154,6 +154,14 @@ class TestHttpSurface:
             assert r.status == 413
 
 
+AUTH_ENV = {
+    "MCP_RESOURCE_URL": "https://mail.example.com/mcp",
+    "MCP_OAUTH_ISSUER": "https://login.example.com/",
+    "MCP_OAUTH_JWKS_URL": "https://login.example.com/.well-known/jwks.json",
+    "MCP_ALLOWED_SUBJECTS": "owner-123",
+}
+
+
 class TestStartupRules:
     def test_unconfigured_server_serves_503_and_healthz_false(self, tmp_path: Path) -> None:
         with http_server(
@@ -230,6 +238,31 @@ class TestStartupRules:
         with http_server(env) as base, urllib.request.urlopen(f"{base}/healthz") as r:
             assert json.loads(r.read())["configured"] is True
 
+    @pytest.mark.parametrize(
+        ("extra", "status"),
+        [
+            ({}, 0),
+            (AUTH_ENV, 0),
+            ({**AUTH_ENV, "MCP_ALLOWED_SUBJECTS": "a,\x01b"}, 1),
+            ({"MCP_OAUTH_INITIAL_SCOPES": "mail.read"}, 1),
+        ],
+        ids=["no-resource-server", "valid", "bad-subjects", "group-half-set"],
+    )
+    def test_check_config_fails_on_resource_server_problems(
+        self, services: Any, extra: dict[str, str], status: int
+    ) -> None:
+        proc = subprocess.run(
+            angelos_command("check-config"),
+            env=clean_env({**services.product_env, **extra}),
+            cwd=ROOT,
+            capture_output=True,
+            timeout=30,
+        )
+        assert status == proc.returncode
+        problems = [line for line in proc.stdout.decode().splitlines() if line.startswith("  - ")]
+        assert (status == 1) == any(line.startswith("  - MCP_") for line in problems)
+        assert (status == 0) == (problems == [])
+
     def test_insecure_mode_refuses_a_non_loopback_address(self) -> None:
         proc = subprocess.run(
             angelos_command(
@@ -250,14 +283,6 @@ class TestStartupRules:
         )
         assert 2 == proc.returncode
         assert b"loopback" in proc.stderr
-
-
-AUTH_ENV = {
-    "MCP_RESOURCE_URL": "https://mail.example.com/mcp",
-    "MCP_OAUTH_ISSUER": "https://login.example.com/",
-    "MCP_OAUTH_JWKS_URL": "https://login.example.com/.well-known/jwks.json",
-    "MCP_ALLOWED_SUBJECTS": "owner-123",
-}
 
 
 class TestResourceMetadata:
