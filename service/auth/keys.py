@@ -138,6 +138,21 @@ class HttpsKeySource:
             await self._session.close()
 
 
+class LocalKeySource:
+    """The server's own published key set (first-party mode): the same rules, no network."""
+
+    def __init__(self, document: bytes) -> None:
+        self.document = bytes(document)  # a copy: later changes by the caller have no effect
+
+    async def fetch(self) -> bytes:
+        """Return the document."""
+        return self.document
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+        return None
+
+
 class KeyCache:
     """The key set with its expiry and the once-a-minute fetch throttle."""
 

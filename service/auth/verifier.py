@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Final, Literal
 
-from service.auth.jwt import TokenRejected, TokenRules, parse_token, verify_signature
+from service.auth.first_party import GrantCheck, check_profile
+from service.auth.jwt import Claims, TokenRejected, TokenRules, parse_token, verify_signature
 from service.auth.keys import KeyCache
 from service.principal import Principal
 
@@ -26,11 +27,16 @@ class TokenVerifier:
     """Verify access tokens for one resource against one issuer's keys."""
 
     def __init__(
-        self, rules: TokenRules, keys: KeyCache, clock: Callable[[], float] = time.time
+        self,
+        rules: TokenRules,
+        keys: KeyCache,
+        clock: Callable[[], float] = time.time,
+        grant_check: GrantCheck | None = None,
     ) -> None:
         self.rules = rules
         self.keys = keys
         self.clock = clock
+        self.grant_check = grant_check  # set for tokens this server issues (first-party mode)
 
     async def principal(self, token: str) -> Principal:
         """Return the caller's Principal or raise AuthFailure."""
@@ -46,8 +52,22 @@ class TokenVerifier:
         claims = parsed.claims
         if claims.expires <= int(self.clock()):  # the fetch may have outlived the token
             raise AuthFailure(401, "exp")
+        if self.grant_check is not None:
+            await self._grant_active(claims)
         if BASE_SCOPE not in claims.scopes:
             raise AuthFailure(403, "scope")
         return Principal(
             claims.issuer, self.rules.resource, claims.subject, frozenset(claims.scopes)
         )
+
+    async def _grant_active(self, claims: Claims) -> None:
+        """Apply the first-party profile, then ask the grant store; revoked means 401 now."""
+        try:
+            gid, client_id = check_profile(claims)
+        except TokenRejected as exc:
+            raise AuthFailure(401, exc.rule) from None
+        assert self.grant_check is not None
+        if not await self.grant_check(gid, client_id, claims.subject, claims.scopes):
+            raise AuthFailure(401, "grant")
+        if claims.expires <= int(self.clock()):  # the store round trip may have outlived it
+            raise AuthFailure(401, "exp")
