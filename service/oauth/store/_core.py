@@ -92,9 +92,8 @@ class StoreCore:
             raise StoreUnavailable("the OAuth store refused a command") from None
 
     async def script(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-        """Run one of the store's Lua scripts; a reply other than a list is corrupt."""
-        reply = await self.call(run_script(self.client, name, keys, args))
-        return reply
+        """Run one of the store's Lua scripts and return its raw reply."""
+        return await self.call(run_script(self.client, name, keys, args))
 
     async def script_status(
         self, name: str, keys: Sequence[str], args: Sequence[Arg]
