@@ -1,0 +1,64 @@
+"""Rate budgets kept in Redis: fixed windows counted by one script (INCR, then PEXPIRE)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from ._core import StoreCore, text
+from .errors import StoreCorrupt
+
+MAX_WINDOW_S: Final = 3600
+MAX_LIMIT: Final = 10_000
+
+
+class BudgetRule(msgspec.Struct, frozen=True):
+    """A named budget: at most `limit` uses per `window_s` seconds."""
+
+    name: str
+    limit: int
+    window_s: int
+
+
+class Budget(msgspec.Struct, frozen=True):
+    """The answer of one spend: allowed, or refused until the window ends."""
+
+    allowed: bool
+    retry_after_s: int = 0
+
+
+PASSKEY_BEGIN: Final = BudgetRule("passkey-begin", 20, 60)
+PASSKEY_FINISH: Final = BudgetRule("passkey-finish", 30, 60)
+BROWSER: Final = BudgetRule("browser", 180, 60)  # per authenticated session
+AUTHORIZE: Final = BudgetRule("authorize", 60, 60)  # per session
+NEW_ANONYMOUS_SESSION: Final = BudgetRule("anonymous-session", 60, 60)  # one global budget
+CLIENT_METADATA_FETCH: Final = BudgetRule("client-metadata:fetch", 12, 60)  # global
+
+
+def retry_after_s(pttl_ms: object) -> int:
+    """Turn the remaining window in milliseconds into whole seconds to wait (at least 1)."""
+    if not isinstance(pttl_ms, int) or pttl_ms < 0:
+        raise StoreCorrupt("a rate counter answered without a window")
+    return max(1, -(-pttl_ms // 1000))
+
+
+class BudgetOps(StoreCore):
+    """Spending the rate budgets."""
+
+    async def spend_budget(self, bucket: str, limit: int, window_s: int) -> Budget:
+        """Count one use of a bucket; refuse at the limit; a corrupt counter raises StoreCorrupt."""
+        if not bucket or not 1 <= limit <= MAX_LIMIT or not 1 <= window_s <= MAX_WINDOW_S:
+            raise ValueError("a budget needs a name, 1..10000 uses and a window of 1 s..1 h")
+        key = self.bucket_key("rate", bucket)
+        status, rest = await self.script_status("budget", [key], [limit, window_s * 1000])
+        if status == "ok":
+            return Budget(True)
+        if status == "limited" and len(rest) == 1:
+            return Budget(False, retry_after_s(rest[0]))
+        raise StoreCorrupt(f"the budget script answered {text(status)!r}")
+
+    async def spend(self, rule: BudgetRule, scope: str = "") -> Budget:
+        """Count one use of a named budget, per scope (a session handle, a grant) or global."""
+        bucket = f"{rule.name}:{scope}" if scope else rule.name
+        return await self.spend_budget(bucket, rule.limit, rule.window_s)

