@@ -57,6 +57,8 @@ FLAGS = (
     "--no-first-run",
     "--no-default-browser-check",
     "--disable-background-networking",
+    # Two background fetches the flags above leave on (form crowdsourcing, network time).
+    "--disable-features=AutofillServerCommunication,NetworkTimeServiceQuerying",
     "--disable-component-update",
     "--disable-sync",
     "--disable-default-apps",
