@@ -1,0 +1,1 @@
+"""The first-party OAuth authorization server: signing keys now, endpoints to come."""
