@@ -119,6 +119,15 @@ def public_jwk(kid: str, key: ec.EllipticCurvePublicKey) -> dict[str, str]:
     return {"kty": "EC", "use": "sig", "alg": "ES256", "kid": kid, "crv": "P-256", "x": x, "y": y}
 
 
+def public_pem(key: ec.EllipticCurvePrivateKey) -> str:
+    """The key's public half as a `PUBLIC KEY` block, the form retiring keys are listed in."""
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode("ascii")
+    )
+
+
 class Signer:
     """Signs access tokens with the active key and publishes it beside the retiring ones."""
 
