@@ -1,4 +1,4 @@
-"""The `angelos` command: serve, check-config, demo, ledger."""
+"""The `angelos` command: serve, check-config, demo, ledger, oauth."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import structlog
 from service.config import Config, check_config_lines, load_config, with_env_file
 from service.ledger_cli import ENV_FILE_HELP, add_ledger_commands, run_ledger
 from service.logging import configure_logging
+from service.oauth_cli import add_oauth_commands, run_oauth
 
 log = structlog.get_logger("angelos")
 # The CPU pool's threads share the interpreter lock with the event loop; the loop takes it
@@ -66,7 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_ledger_commands(
         sub.add_parser("ledger", help="audit, export, replay and recover the ledger")
     )
+    add_oauth_commands(sub.add_parser("oauth", help="make first-party OAuth keys and tokens"))
     args = parser.parse_args(argv)
+    if args.command == "oauth":
+        return run_oauth(args, sys.stdout)
     env, env_file = with_env_file(os.environ, getattr(args, "env_file", None))
     config = load_config(env, env_file)
     if args.command == "check-config":

@@ -1,7 +1,9 @@
-"""Strict JSON for tokens and key sets, hand-written because PyJWT and joserfc accept duplicates.
+"""Strict JSON for tokens, key sets and settings; hand-written as PyJWT and joserfc take repeats.
 
 Both libraries let a repeated member name silently win (measured), which would let a token say
 two things at once; this parser refuses it, and keeps integer literals apart from other numbers.
+With `casefold_names`, names equal under Unicode case folding (`client_id` and `CLIENT_ID`)
+count as repeats too: a reader that matches names case-insensitively would take either.
 """
 
 from __future__ import annotations
@@ -53,13 +55,42 @@ def _members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return members
 
 
+def _members_casefolded(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = _members(pairs)
+    if len({name.casefold() for name in members}) != len(members):
+        raise StrictJsonError("case-fold-duplicate-member")
+    return members
+
+
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_members, parse_float=_non_integer, parse_constant=_non_finite
 )
+_CASEFOLD_DECODER = json.JSONDecoder(
+    object_pairs_hook=_members_casefolded, parse_float=_non_integer, parse_constant=_non_finite
+)
 
 
-def parse_object(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, Any]:
+def parse_object(
+    data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH, casefold_names: bool = False
+) -> dict[str, Any]:
     """Parse one JSON object under the strict rules, or raise StrictJsonError."""
+    value = _parse(data, max_depth, casefold_names, dict)
+    assert isinstance(value, dict)
+    return value
+
+
+def parse_array(
+    data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH, casefold_names: bool = False
+) -> list[Any]:
+    """Parse one JSON array under the strict rules, or raise StrictJsonError."""
+    value = _parse(data, max_depth, casefold_names, list)
+    assert isinstance(value, list)
+    return value
+
+
+def _parse(
+    data: bytes, max_depth: int, casefold_names: bool, top: type[dict[str, Any]] | type[list[Any]]
+) -> dict[str, Any] | list[Any]:
     # Each refusal is raised outside its `except` block, so the error chains no decoder
     # exception (those hold the input text) as its __context__.
     try:
@@ -70,7 +101,8 @@ def parse_object(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str
         raise StrictJsonError("utf-8")
     rule = ""
     try:
-        value, end = _DECODER.raw_decode(text, len(text) - len(text.lstrip(_WHITESPACE)))
+        decoder = _CASEFOLD_DECODER if casefold_names else _DECODER
+        value, end = decoder.raw_decode(text, len(text) - len(text.lstrip(_WHITESPACE)))
     except StrictJsonError as error:  # raised by a hook, with no context of its own
         rule = error.rule
     except RecursionError:
@@ -81,8 +113,8 @@ def parse_object(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str
         raise StrictJsonError(rule)
     if text[end:].strip(_WHITESPACE):
         raise StrictJsonError("trailing-data")
-    if not isinstance(value, dict):
-        raise StrictJsonError("not-object")
+    if not isinstance(value, top):
+        raise StrictJsonError("not-object" if top is dict else "not-array")
     if not _within_depth(text, max_depth):
         raise StrictJsonError("depth")
     if _has_lone_surrogate(text, value):
@@ -105,7 +137,7 @@ def _within_depth(text: str, max_depth: int) -> bool:
     return False
 
 
-def _has_lone_surrogate(text: str, value: dict[str, Any]) -> bool:
+def _has_lone_surrogate(text: str, value: dict[str, Any] | list[Any]) -> bool:
     """Tell whether a \\uD800-style escape left a lone surrogate: valid JSON, but not Unicode."""
     if _SURROGATE_ESCAPE.search(text) is None:
         return False

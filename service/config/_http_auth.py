@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from service.config._files import load_ca_file
+from service.config._first_party import first_party_enabled
 from service.config._model import Gates, HttpAuthConfig, LocalPrincipal
 from service.config._rules import has_control, parse_scope_list, utf8_size, value_of
 from service.config._urls import HttpsUrl, parse_public_https_url
@@ -33,15 +34,14 @@ _SCOPE_RULE = (
 def load_http_auth(
     env: Mapping[str, str], gates: Gates
 ) -> tuple[HttpAuthConfig | None, tuple[str, ...]]:
-    """Validate the resource-server group; an entirely absent group is simply not configured."""
+    """Validate the resource-server group; entirely absent, it is not configured (unless needed).
+
+    First-party mode needs the group, and there a root issuer on the resource's host is expected.
+    """
     problems: list[str] = []
-    if env.get("ANGELOS_OAUTH_ENABLED") == "1":
-        problems.append(
-            "ANGELOS_OAUTH_ENABLED: the first-party authorization server is not supported by this"
-            " release; use an external issuer"
-        )
-    if all(value_of(env, name) is None for name in _GROUP):
-        return None, tuple(problems)
+    first_party = first_party_enabled(env)
+    if not first_party and all(value_of(env, name) is None for name in _GROUP):
+        return None, ()  # first-party mode needs the group, so its absence is reported there
 
     private = env.get("MCP_OAUTH_ALLOW_PRIVATE_HOSTS") == "1"
     resource_raw, resource = _url(env, "MCP_RESOURCE_URL", private, problems)
@@ -51,7 +51,7 @@ def load_http_auth(
         problems.append("MCP_RESOURCE_URL: path must be exactly /mcp")
     if issuer is not None and jwks is not None and _authority(issuer) != _authority(jwks):
         problems.append("MCP_OAUTH_JWKS_URL: must be on the same host and port as MCP_OAUTH_ISSUER")
-    if issuer is not None:
+    if issuer is not None and not first_party:
         _identity_guards(issuer, resource, problems)
     subjects = _subjects(env, problems)
     scopes = _initial_scopes(env, gates, problems)

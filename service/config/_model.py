@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from providers.smtp.settings import TlsMode
 from schemas.secret import Secret
 from service.config._urls import HttpsUrl, parse_public_https_url
+from service.oauth.signing import Signer, VerificationKey
 
 
 class Gates(msgspec.Struct, frozen=True):
@@ -100,6 +103,35 @@ class HttpAuthConfig(msgspec.Struct, frozen=True):
         return resource
 
 
+class Client(msgspec.Struct, frozen=True):
+    """A predefined public client: PKCE S256, no secret, only these exact redirect URIs."""
+
+    client_id: str
+    client_name: str
+    redirect_uris: tuple[str, ...]
+
+
+class FirstPartyConfig(msgspec.Struct, frozen=True):
+    """The first-party authorization server (ANGELOS_OAUTH_*), with its identity relations met."""
+
+    issuer: str  # https://<lower-case host>, a port only with MCP_OAUTH_ALLOW_PRIVATE_HOSTS=1
+    resource: str  # issuer + /mcp
+    jwks_url: str  # issuer + /oauth/jwks.json
+    owner: str  # the one allowed subject
+    signing_key: Any  # cryptography's EllipticCurvePrivateKey (P-256); its repr is opaque
+    signing_kid: str
+    verification_keys: tuple[VerificationKey, ...]  # retiring public keys, sorted by kid
+    clients: tuple[Client, ...]
+    cimd_enabled: bool  # the pinned ChatGPT client-metadata client
+    bootstrap_hash: Secret | None  # lower-case hex SHA-256 of the enrollment token
+    mail_from: str  # shown on the consent page
+    allow_private_hosts: bool = False
+
+    def signer(self) -> Signer:
+        """The token signer and key-set publisher for these keys."""
+        return Signer(self.signing_key, self.signing_kid, self.verification_keys)
+
+
 class LocalPrincipal(msgspec.Struct, frozen=True):
     """The principal of the stdio transport: ANGELOS_LOCAL_OWNER with ANGELOS_LOCAL_SCOPES."""
 
@@ -131,3 +163,6 @@ class Config(msgspec.Struct, frozen=True):
     # The mailbox as far as it resolved, for check-config only; `mail` is None when invalid.
     mail_shown: MailConfig | None = None
     demo_send: bool = False  # ANGELOS_DEMO_SEND, read by `angelos demo`
+    first_party_enabled: bool = False  # ANGELOS_OAUTH_ENABLED=1
+    first_party: FirstPartyConfig | None = None  # set when enabled and everything it needs is valid
+    first_party_problems: tuple[str, ...] = ()  # the part of `http_auth_problems` about it

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Final
 
 from schemas.secret import Secret
-from service.config._model import Config, HttpAuthConfig, MailConfig, StoreConfig
+from service.config._model import (
+    Config,
+    FirstPartyConfig,
+    HttpAuthConfig,
+    MailConfig,
+    StoreConfig,
+)
 from service.config._urls import parse_redis_url
 from service.config.variables import GROUPS, VARIABLES
 
@@ -27,6 +33,7 @@ def describe(config: Config) -> dict[str, object]:
         **_store(config.store),
         **_http(config),
         **_local(config),
+        **_first_party(config),
     }
     named = {problem.split(":", 1)[0] for problem in config.problems}
     return {
@@ -50,7 +57,7 @@ def _always(config: Config) -> dict[str, object]:
         "MAIL_ENABLE_SEND": _switch(config.gates.send),
         "MAIL_ENABLE_DELETE": _switch(config.gates.delete),
         "PORT": config.port,
-        "ANGELOS_OAUTH_ENABLED": "off",  # "1" is always a problem
+        "ANGELOS_OAUTH_ENABLED": _switch(config.first_party_enabled),
         "ANGELOS_DEMO_SEND": _switch(config.demo_send),
     }
 
@@ -140,6 +147,30 @@ def _http(config: Config) -> dict[str, object]:
         "MCP_OAUTH_INITIAL_SCOPES": " ".join(auth.initial_scopes),
         "MCP_OAUTH_CA_FILE": auth.ca_file,
         "MCP_OAUTH_ALLOW_PRIVATE_HOSTS": _switch(auth.allow_private_hosts),
+    }
+
+
+def _first_party(config: Config) -> dict[str, object]:
+    """The ANGELOS_OAUTH_* values; the signing key and the bootstrap hash only as set/unset."""
+    first_party: FirstPartyConfig | None = config.first_party
+    if not config.first_party_enabled:
+        return {
+            "ANGELOS_OAUTH_SIGNING_KEY_PEM": "unset",
+            "ANGELOS_OAUTH_SIGNING_KEY_ID": None,
+            "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": [],
+            "ANGELOS_OAUTH_CLIENTS_JSON": [],
+            "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "off",
+            "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "unset",
+        }
+    if first_party is None:
+        return {}
+    return {
+        "ANGELOS_OAUTH_SIGNING_KEY_PEM": "set",
+        "ANGELOS_OAUTH_SIGNING_KEY_ID": first_party.signing_kid,
+        "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": [key.kid for key in first_party.verification_keys],
+        "ANGELOS_OAUTH_CLIENTS_JSON": [client.client_id for client in first_party.clients],
+        "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": _switch(first_party.cimd_enabled),
+        "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": _set_or_unset(first_party.bootstrap_hash),
     }
 
 

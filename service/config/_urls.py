@@ -14,6 +14,9 @@ _RESERVED_SUFFIXES = (".localhost", ".local", ".internal", ".invalid", ".test", 
 _URL_FORBIDDEN = frozenset("\r\n\t \\?#")
 _PORT_TEXT = re.compile(r"[1-9][0-9]{0,4}", re.ASCII)
 _HTTPS_PORT = 443
+MAX_REDIRECT_URI_CHARS = 2048
+# An authorization response adds these to the callback; a registered URI must not hold them.
+_RESPONSE_PARAMETERS = frozenset({"code", "error", "error_description", "state", "iss"})
 _MAX_REDIS_DB = 100_000
 
 
@@ -62,6 +65,43 @@ def parse_public_https_url(
         return None, "path must not contain '.' or '..' segments"
     origin = f"https://{written_host}" + ("" if port == _HTTPS_PORT else f":{port}")
     return HttpsUrl(host=host, port=port, path=path, origin=origin), ""
+
+
+def redirect_uri_problem(text: str) -> str | None:
+    """Explain why text is not an acceptable OAuth redirect URI, or return None.
+
+    The host rules are the public ones and are never lifted: a client is a real remote app.
+    """
+    if not 1 <= len(text) <= MAX_REDIRECT_URI_CHARS:
+        return f"must be 1-{MAX_REDIRECT_URI_CHARS} characters"
+    if any(not 0x21 <= ord(ch) <= 0x7E for ch in text) or "\\" in text:
+        return "must be printable ASCII without whitespace or backslashes"
+    if not text.startswith("https://"):
+        return "must be an https:// URL"
+    if "#" in text:
+        return "must not have a fragment"
+    if "%" in text:
+        return "must not contain percent-encoding"
+    rest = text[len("https://") :]
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    authority, path_and_query = rest[:cut], rest[cut:]
+    if "@" in authority:
+        return "must not contain userinfo"
+    written_host, port_text = _split_authority(authority)
+    _, _, problem = _public_host_port(written_host, port_text)
+    if problem:
+        return problem
+    if written_host != written_host.lower():
+        return "host must be lower-case"
+    path, question, query = path_and_query.partition("?")
+    if any(segment in (".", "..") for segment in path.split("/")):
+        return "path must not contain '.' or '..' segments"
+    if question and not query:
+        return "must not end in a bare '?'"
+    names = {pair.partition("=")[0] for pair in query.split("&")} if query else set()
+    if names & _RESPONSE_PARAMETERS:
+        return "query must not hold code, error, error_description, state or iss"
+    return None
 
 
 def _split_authority(authority: str) -> tuple[str, str | None]:

@@ -54,6 +54,19 @@ GROUPS: Final = (
         " change.",
     ),
     Group(
+        "oauth",
+        "First-party authorization server",
+        "Coming: `ANGELOS_OAUTH_ENABLED=1` is refused by this release until the `/oauth` endpoints"
+        " land; `angelos check-config` already validates the whole group. In this mode the server"
+        " is its own single-owner authorization server: `MCP_OAUTH_ISSUER` must be exactly"
+        " `https://<lower-case host>` (no port, path or trailing slash; a port only with"
+        " `MCP_OAUTH_ALLOW_PRIVATE_HOSTS=1`), `MCP_RESOURCE_URL` exactly the issuer + `/mcp`,"
+        " `MCP_OAUTH_JWKS_URL` exactly the issuer + `/oauth/jwks.json`, `MCP_ALLOWED_SUBJECTS`"
+        " one owner subject (no comma), `MAIL_FROM` set explicitly, and a store"
+        " (`ANGELOS_REDIS_URL` not `off`). Make keys with `angelos oauth signing-key` and"
+        " `angelos oauth bootstrap-token`.",
+    ),
+    Group(
         "refused",
         "Refused by this release",
         "Read only to refuse them: setting one is a configuration problem.",
@@ -341,9 +354,55 @@ VARIABLES: Final = (
         "most annotations (such as late outcomes) one send's stream accepts",
     ),
     Variable(
-        "ANGELOS_OAUTH_ENABLED", "refused", "off",
-        "`1` is refused",
-        "the first-party authorization server is not in this release",
+        "ANGELOS_OAUTH_ENABLED", "oauth", "off",
+        "`1` is on (coming: refused by this release until the endpoints land)",
+        "serves the first-party authorization server; any problem in this group leaves `/mcp`"
+        " unavailable, never falling back to an external issuer",
+    ),
+    Variable(
+        "ANGELOS_OAUTH_SIGNING_KEY_PEM", "oauth", "unset (required in first-party mode)",
+        "one unencrypted `PRIVATE KEY` (PKCS#8) or `EC PRIVATE KEY` PEM block on P-256, real line"
+        " breaks, at most 16384 bytes",
+        "signs access tokens (ES256); never generated at startup: make one with"
+        " `angelos oauth signing-key` and keep it in the secret manager",
+        secret=True,
+        in_env_file=False,
+    ),
+    Variable(
+        "ANGELOS_OAUTH_SIGNING_KEY_ID", "oauth", "unset (required in first-party mode)",
+        "1-128 bytes after trimming, no control characters",
+        "the `kid` of the signing key; a new one with every new key, never reused",
+    ),
+    Variable(
+        "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON", "oauth", "none",
+        "a JSON object of at most 4 `kid`: `PUBLIC KEY` PEM (P-256) members, at most 32768"
+        " bytes; no `kid` equal to `ANGELOS_OAUTH_SIGNING_KEY_ID`",
+        "retiring public keys still published for key rotation: publish the next key here"
+        " first, switch, then keep the old one here until its tokens (5 minutes) expired",
+    ),
+    Variable(
+        "ANGELOS_OAUTH_CLIENTS_JSON", "oauth", "none",
+        "a strict JSON array (at most 32768 bytes, no names repeated even in other letter case)"
+        " of 1-16 `{\"client_id\", \"client_name\", \"redirect_uris\"}`; required unless the"
+        " ChatGPT switch is on. `client_id` 1-512 bytes, unique, not the ChatGPT URL;"
+        " `client_name` 1-128 bytes; 1-8 unique `https` redirect URIs on a public DNS name,"
+        " port absent or 443, no fragment, userinfo, `%`, dot segments or bare `?`, and no"
+        " `code`, `error`, `error_description`, `state` or `iss` in the query",
+        "the public clients (PKCE S256, no secret) that may ask the owner for access, e.g."
+        " `[{\"client_id\":\"angelos-claude\",\"client_name\":\"Claude\",\"redirect_uris\":"
+        "[\"https://claude.ai/api/mcp/auth_callback\"]}]`; removing one revokes its access",
+    ),
+    Variable(
+        "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED", "oauth", "off",
+        "`1` is on",
+        "accepts ChatGPT by its pinned client-metadata document"
+        " (`https://chatgpt.com/oauth/client.json`)",
+    ),
+    Variable(
+        "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH", "oauth", "unset",
+        "64 lower-case hex characters",
+        "allows enrolling the owner's first passkey with the token whose SHA-256 this is (from"
+        " `angelos oauth bootstrap-token`); remove it after enrollment",
     ),
     Variable(
         "ANGELOS_REDIS_REST_URL", "refused", "unset",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from service.auth.strict_json import NonInteger, StrictJsonError, parse_object
+from service.auth.strict_json import NonInteger, StrictJsonError, parse_array, parse_object
 
 
-def refusal(data: bytes, **options: int) -> str:
+def refusal(data: bytes, max_depth: int = 16, casefold_names: bool = False) -> str:
     with pytest.raises(StrictJsonError) as raised:
-        parse_object(data, **options)
+        parse_object(data, max_depth=max_depth, casefold_names=casefold_names)
     assert (None, None) == (raised.value.__cause__, raised.value.__context__)
     return raised.value.rule
 
@@ -116,3 +116,50 @@ def test_the_error_message_is_the_rule_only() -> None:
     with pytest.raises(StrictJsonError) as raised:
         parse_object(b'{"secret-value":1,"secret-value":2}')
     assert "duplicate-member" == str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"client_id":1,"CLIENT_ID":2}',
+        b'{"a":[{"Client_Id":1,"client_iD":2}]}',
+        b'{"stra\xc3\x9fe":1,"STRASSE":2}',  # full folding: sharp s folds to ss
+        b'{"kid":1,"\xe2\x84\xaaid":2}',  # KELVIN SIGN folds to k
+    ],
+)
+def test_case_fold_aliases_are_refused_when_asked(data: bytes) -> None:
+    assert "case-fold-duplicate-member" == refusal(data, casefold_names=True)
+
+
+def test_case_fold_aliases_are_distinct_names_by_default() -> None:
+    assert {"client_id": 1, "CLIENT_ID": 2} == parse_object(b'{"client_id":1,"CLIENT_ID":2}')
+
+
+def test_an_exact_repeat_stays_a_duplicate_member_when_folding() -> None:
+    assert "duplicate-member" == refusal(b'{"a":1,"a":2}', casefold_names=True)
+
+
+def test_an_array_parses_under_the_same_rules() -> None:
+    assert [{"a": 1}, []] == parse_array(b' [{"a":1},[]] ')
+
+
+@pytest.mark.parametrize(
+    ("data", "rule"),
+    [
+        (b"{}", "not-array"),
+        (b"1", "not-array"),
+        (b'[{"a":1,"a":2}]', "duplicate-member"),
+        (b'[{"a":1,"A":2}]', "case-fold-duplicate-member"),
+        (b"[] []", "trailing-data"),
+        (b"[" * 33 + b"]" * 33, "depth"),
+    ],
+)
+def test_an_array_refuses_what_an_object_would(data: bytes, rule: str) -> None:
+    with pytest.raises(StrictJsonError) as raised:
+        parse_array(data, max_depth=32, casefold_names=True)
+    assert (None, None) == (raised.value.__cause__, raised.value.__context__)
+    assert rule == raised.value.rule
+
+
+def test_an_array_at_the_depth_limit_parses() -> None:
+    assert 1 == len(parse_array(b"[" * 32 + b"]" * 32, max_depth=32))

@@ -42,11 +42,13 @@ class Reads(Mapping[str, str]):
 
 
 # Between them these reach every branch that reads a variable: the defaults, test mode (which
-# alone reads its hooks) and a present MCP_ group (whose absence stops at the first name).
+# alone reads its hooks), a present MCP_ group (whose absence stops at the first name) and
+# first-party mode (which alone reads the ANGELOS_OAUTH_ group).
 ENVIRONMENTS = [
     {},
     {"ANGELOS_ALLOW_FAULT_INJECTION": "1", "ANGELOS_ENV": "test"},
     {"MCP_RESOURCE_URL": "https://mail.example.com/mcp", "ANGELOS_ENV_FILE": "/nonexistent"},
+    {"ANGELOS_OAUTH_ENABLED": "1"},
 ]
 
 
