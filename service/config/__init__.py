@@ -4,7 +4,9 @@ from service.config._env_file import with_env_file
 from service.config._load import load_config
 from service.config._model import (
     Config,
+    Client,
     EnvFileInfo,
+    FirstPartyConfig,
     Gates,
     HttpAuthConfig,
     LocalPrincipal,
@@ -17,7 +19,9 @@ from service.config._rules import SCOPE_ORDER
 __all__ = [
     "SCOPE_ORDER",
     "Config",
+    "Client",
     "EnvFileInfo",
+    "FirstPartyConfig",
     "Gates",
     "HttpAuthConfig",
     "LocalPrincipal",
