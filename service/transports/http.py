@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -50,9 +50,21 @@ def healthz_body(config: Config, configured: bool) -> dict[str, Any]:
     return body
 
 
-def build_http_app(config: Config, asgi_app: Any | None) -> web.Application:
-    """Build the aiohttp application; without an ASGI app, /mcp answers 503 (fail closed)."""
-    app = web.Application(middlewares=[_reject_bad_host], client_max_size=MAX_MESSAGE_BYTES)
+def build_http_app(
+    config: Config,
+    asgi_app: Any | None,
+    *,
+    middlewares: Sequence[Any] = (),
+    add_routes: Callable[[web.Application], None] | None = None,
+) -> web.Application:
+    """Build the aiohttp application; without an ASGI app, /mcp answers 503 (fail closed).
+
+    First-party mode adds its gate in `middlewares` (before every other check) and its
+    authorization-server routes through `add_routes`.
+    """
+    app = web.Application(
+        middlewares=[*middlewares, _reject_bad_host], client_max_size=MAX_MESSAGE_BYTES
+    )
     app.on_response_prepare.append(_security_headers)
     configured = asgi_app is not None
 
@@ -84,6 +96,8 @@ def build_http_app(config: Config, asgi_app: Any | None) -> web.Application:
     app.router.add_route("*", "/healthz", healthz)
     app.router.add_route("*", "/.well-known/oauth-protected-resource", resource_metadata)
     app.router.add_route("*", "/.well-known/oauth-protected-resource/mcp", resource_metadata)
+    if add_routes is not None:
+        add_routes(app)
     if asgi_app is None:
         app.router.add_route("*", "/mcp", not_configured)
     else:

@@ -21,6 +21,7 @@ from service.config import Config, HttpAuthConfig
 from service.context import AppContext
 from service.mcp_server import PrincipalSource, build_server
 from service.principal import Principal, local_principal
+from service.transports.first_party import BrowserFactory, FirstParty
 from service.transports.host_policy import HostPolicy, loopback_policy, resource_policy
 from service.transports.http import build_http_app
 from service.transports.http_edge import McpEdge
@@ -72,8 +73,18 @@ def _bearer_principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
     return principal_in(request.scope)
 
 
-def http_service(config: Config, host: str, port: int, owner: str | None) -> HttpService:
-    """Build the HTTP service: bearer-authenticated, a loopback owner's, or 503 on /mcp."""
+def http_service(
+    config: Config,
+    host: str,
+    port: int,
+    owner: str | None,
+    browser: BrowserFactory | None = None,
+) -> HttpService:
+    """Build the HTTP service: bearer-authenticated, a loopback owner's, or 503 on /mcp.
+
+    With a first-party configuration (and its browser flow) the authorization server is added
+    and the bearer gate trusts only the tokens it issued.
+    """
     auth = config.http_auth
     principal_ready = config.local is not None if owner is not None else auth is not None
     if config.mail is None or config.store is None or not principal_ready:
@@ -81,6 +92,7 @@ def http_service(config: Config, host: str, port: int, owner: str | None) -> Htt
         return HttpService(build_http_app(config, None), None, None)
     gate: BearerGate | None = None
     keys: KeyCache | None = None
+    first_party: FirstParty | None = None
     policy: HostPolicy
     principal_of: PrincipalSource
     if owner is not None:
@@ -90,10 +102,14 @@ def http_service(config: Config, host: str, port: int, owner: str | None) -> Htt
         app = build_app(config)
     else:
         assert auth is not None
-        gate, keys = bearer_gate(auth)
         principal_of = _bearer_principal
         policy = resource_policy(auth.resource_authority)
         app = build_app(config, resource_metadata_url=auth.metadata_url)
+        if config.first_party is not None and browser is not None:
+            first_party = FirstParty(config.first_party, auth, app, browser)
+            gate, keys = first_party.gate, first_party.keys
+        else:
+            gate, keys = bearer_gate(auth)
     server = build_server(app, principal_of)
     asgi = server.streamable_http_app(
         stateless_http=True,
@@ -103,7 +119,13 @@ def http_service(config: Config, host: str, port: int, owner: str | None) -> Htt
         # 127.0.0.1, localhost and ::1 and would run later.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return HttpService(build_http_app(config, McpEdge(asgi, policy, gate)), app, keys)
+    edge = McpEdge(asgi, policy, gate)
+    if first_party is None:
+        return HttpService(build_http_app(config, edge), app, keys)
+    web_app = build_http_app(
+        config, edge, middlewares=first_party.middlewares(), add_routes=first_party.add_routes
+    )
+    return HttpService(web_app, app, keys)
 
 
 # A 16 KiB bearer token must fit in one header line (aiohttp's default limit is 8,190 bytes).
