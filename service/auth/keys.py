@@ -11,24 +11,19 @@ working here at the next fetch.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable
 from typing import Final, Protocol
 
-import aiohttp
 import structlog
-from aiohttp.abc import AbstractResolver, ResolveResult
 
-from providers.netsafety import resolve_destination, tls_context
 from providers.off_loop import off_loop
-from schemas.errors import ServiceUnavailable
 from service.auth.jwks import MAX_JWKS_BYTES, Alg, JwksError, PublicKey, parse_jwks
+from service.auth.outbound import FetchFailed, OutboundGet
 
 KEY_SET_TTL_S: Final = 300.0
 FETCH_INTERVAL_S: Final = 60.0
 FETCH_TIMEOUT_S: Final = 5.0
-MAX_HEADER_BYTES: Final = 16 * 1024
 log = structlog.get_logger("angelos.auth")
 
 
@@ -48,94 +43,26 @@ class KeySource(Protocol):
         ...
 
 
-class _VettedResolver(AbstractResolver):
-    """Resolve once through the outbound rules, so aiohttp dials only vetted addresses."""
-
-    def __init__(self, allow_private_hosts: bool) -> None:
-        self.allow_private_hosts = allow_private_hosts
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        answers = await resolve_destination(
-            host, port, allow_private_hosts=self.allow_private_hosts
-        )
-        return [
-            ResolveResult(
-                hostname=host,
-                host=str(sockaddr[0]),
-                port=port,
-                family=family_,
-                proto=socket.IPPROTO_TCP,
-                flags=socket.AI_NUMERICHOST,
-            )
-            for family_, sockaddr in answers
-        ]
-
-    async def close(self) -> None:
-        return None
-
-
 class HttpsKeySource:
     """GET the JWKS URL: no redirects, no proxies, no credentials, 5 s, at most 256 KiB."""
 
     def __init__(self, url: str, ca_file: str | None, allow_private_hosts: bool) -> None:
         self.url = url
-        self.ca_file = ca_file
-        self.allow_private_hosts = allow_private_hosts
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(
-                resolver=_VettedResolver(self.allow_private_hosts),
-                ssl=tls_context(self.ca_file),
-                use_dns_cache=False,
-                limit=4,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                trust_env=False,  # HTTPS_PROXY and friends are never used
-                cookie_jar=aiohttp.DummyCookieJar(),
-                timeout=aiohttp.ClientTimeout(total=FETCH_TIMEOUT_S),
-                max_line_size=MAX_HEADER_BYTES,
-                max_field_size=MAX_HEADER_BYTES,
-            )
-        return self._session
+        self.client = OutboundGet(
+            ca_file, allow_private_hosts, total_s=FETCH_TIMEOUT_S, max_bytes=MAX_JWKS_BYTES
+        )
 
     async def fetch(self) -> bytes:
         """Fetch the document; every failure is KeyFetchFailed with a short reason."""
         try:
-            async with asyncio.timeout(FETCH_TIMEOUT_S):
-                return await self._get()
-        except KeyFetchFailed:
-            raise
-        except ServiceUnavailable:
-            raise KeyFetchFailed("the JWKS host resolves to a refused address") from None
-        except TimeoutError:
-            raise KeyFetchFailed("the JWKS fetch timed out") from None
-        except (aiohttp.ClientError, OSError, ValueError) as exc:
-            raise KeyFetchFailed(f"the JWKS fetch failed ({type(exc).__name__})") from None
-
-    async def _get(self) -> bytes:
-        headers = {"Accept": "application/json"}
-        async with self._client().get(self.url, headers=headers, allow_redirects=False) as resp:
-            if resp.status != 200:
-                raise KeyFetchFailed(f"the JWKS URL answered HTTP {resp.status}")
-            declared = resp.content_length
-            if declared is not None and declared > MAX_JWKS_BYTES:
-                raise KeyFetchFailed("the JWKS document is too large")
-            body = bytearray()
-            async for chunk in resp.content.iter_chunked(64 * 1024):
-                body += chunk
-                if len(body) > MAX_JWKS_BYTES:
-                    raise KeyFetchFailed("the JWKS document is too large")
-            return bytes(body)
+            return (await self.client.get(self.url)).body
+        except FetchFailed as failed:
+            reason = str(failed)
+        raise KeyFetchFailed(f"JWKS: {reason}")
 
     async def aclose(self) -> None:
         """Close the HTTP session."""
-        if self._session is not None:
-            await self._session.close()
+        await self.client.aclose()
 
 
 class LocalKeySource:
