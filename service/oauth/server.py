@@ -19,11 +19,19 @@ from service.config import FirstPartyConfig
 from service.oauth.authorize_request import (
     AuthorizeRefusal,
     AuthorizeRequest,
+    RegisteredClient,
     refusal_location,
+    single_valued,
     validate_authorize,
 )
+from service.oauth.client_metadata import (
+    CHATGPT,
+    ClientMetadataResolver,
+    ClientMetadataUnavailable,
+)
 from service.oauth.signing import Signer
-from service.oauth.store import OAuthStore
+from service.oauth.store import CLIENT_METADATA_FETCH, OAuthStore
+from service.oauth.store.errors import StoreError
 from service.oauth.token_request import CodeExchange, TokenError, validate_token_request
 from service.oauth.token_service import (
     Issuer,
@@ -102,8 +110,27 @@ class AuthorizationServer:
         self.store_of = store_of
         self.browser = browser
         self.clock = clock
-        self.clients = {client.client_id: client for client in config.clients}
+        self.clients: dict[str, RegisteredClient] = {c.client_id: c for c in config.clients}
+        self.cimd: ClientMetadataResolver | None = None
+        if config.cimd_enabled:
+            # Token redemption uses the pinned identity; only authorization fetches metadata.
+            self.clients[CHATGPT.client_id] = CHATGPT
+            self.cimd = ClientMetadataResolver(self._spend_fetch_budget)
         self.who = Issuer(config.issuer, config.resource, config.owner)
+
+    async def _spend_fetch_budget(self) -> bool:
+        store = self.store_of()
+        if store is None:
+            raise ClientMetadataUnavailable(503)
+        try:
+            return (await store.spend(CLIENT_METADATA_FETCH)).allowed
+        except StoreError:
+            raise ClientMetadataUnavailable(503) from None
+
+    async def aclose(self) -> None:
+        """Close the client-metadata fetcher's connections."""
+        if self.cimd is not None:
+            await self.cimd.aclose()
 
     def metadata(self) -> dict[str, Any]:
         """The RFC 8414 document."""
@@ -138,7 +165,14 @@ class AuthorizationServer:
         return web.Response(body=self.signer.jwks_document(), content_type="application/json")
 
     async def _authorize(self, request: web.Request) -> web.StreamResponse:
-        verdict = validate_authorize(request.query_string, self.clients, self.config.resource)
+        query = request.query_string
+        if self.cimd is not None and _client_id(query) == CHATGPT.client_id:
+            try:
+                await self.cimd.resolve()  # the metadata must still say what the pin says
+            except ClientMetadataUnavailable as unavailable:
+                retry = {"Retry-After": "60"} if unavailable.status == 429 else None
+                return oauth_error(unavailable.status, "temporarily_unavailable", retry)
+        verdict = validate_authorize(query, self.clients, self.config.resource)
         if isinstance(verdict, AuthorizeRefusal):
             location = refusal_location(verdict, self.config.issuer)
             if location is None:  # never redirect to a destination not yet validated
@@ -169,6 +203,11 @@ class AuthorizationServer:
         else:
             answer = await refresh_tokens(store, self.signer, self.who, verdict, now)
         return _token_answer(answer)
+
+
+def _client_id(query: str) -> str | None:
+    params = single_valued(query)
+    return None if params is None else params.get("client_id")
 
 
 def _token_answer(answer: TokenResponse | TokenRefused) -> web.Response:

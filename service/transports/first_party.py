@@ -14,6 +14,7 @@ from service.auth.keys import KeyCache, LocalKeySource
 from service.auth.verifier import TokenVerifier
 from service.config import FirstPartyConfig, HttpAuthConfig
 from service.context import AppContext
+from service.oauth.client_metadata import CHATGPT
 from service.oauth.server import AuthorizationServer, BrowserFlow, StoreSource, oauth_headers
 from service.oauth.store import OAuthStore
 from service.transports.canonical_host import canonical_host_gate
@@ -34,7 +35,9 @@ class FirstParty:
         self.config = config
         self.app = app
         self._store: OAuthStore | None = None
-        self.clients = frozenset(client.client_id for client in config.clients)
+        self.clients = frozenset(client.client_id for client in config.clients) | (
+            {CHATGPT.client_id} if config.cimd_enabled else set()
+        )
         signer = config.signer()
         self.keys = KeyCache(LocalKeySource(signer.jwks_document()))
         rules = TokenRules(config.issuer, config.resource, frozenset({config.owner}))

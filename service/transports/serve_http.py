@@ -45,15 +45,24 @@ class ClientGone(logging.Filter):
 class HttpService:
     """The aiohttp app, with the application context and key cache it must start and close."""
 
-    def __init__(self, web_app: web.Application, app: AppContext | None, keys: KeyCache | None):
+    def __init__(
+        self,
+        web_app: web.Application,
+        app: AppContext | None,
+        keys: KeyCache | None,
+        first_party: FirstParty | None = None,
+    ):
         self.web_app = web_app
         self.app = app
         self.keys = keys
+        self.first_party = first_party
 
     async def aclose(self) -> None:
-        """Close the key cache's connections and the application context."""
+        """Close the key cache's and the authorization server's connections, then the app."""
         if self.keys is not None:
             await self.keys.aclose()
+        if self.first_party is not None:
+            await self.first_party.server.aclose()
         if self.app is not None:
             await self.app.aclose()
 
@@ -125,7 +134,7 @@ def http_service(
     web_app = build_http_app(
         config, edge, middlewares=first_party.middlewares(), add_routes=first_party.add_routes
     )
-    return HttpService(web_app, app, keys)
+    return HttpService(web_app, app, keys, first_party)
 
 
 # A 16 KiB bearer token must fit in one header line (aiohttp's default limit is 8,190 bytes).

@@ -1,4 +1,4 @@
-"""A key server the test controls: the issuer's JWKS over TLS on loopback, and its fetch count.
+"""A document server the test controls (an issuer's JWKS, a client's metadata) over TLS on loopback.
 
 Tests publish a document, rotate keys, or make it answer an error status or a redirect, and
 read how many times angelos fetched it.
@@ -25,6 +25,8 @@ class JwksServer:
     document: bytes = b'{"keys": []}'
     status: int = 200
     redirect_to: str | None = None
+    content_type: str = "application/json"
+    cache_control: str | None = None
     fetches: int = 0
     headers_seen: list[dict[str, str]] = field(default_factory=list)
 
@@ -49,8 +51,12 @@ async def jwks_server(tls_dir: Path) -> AsyncIterator[JwksServer]:
         state.headers_seen.append(dict(request.headers))
         if state.redirect_to is not None:
             raise web.HTTPFound(state.redirect_to)
+        headers = {} if state.cache_control is None else {"Cache-Control": state.cache_control}
         return web.Response(
-            body=state.document, status=state.status, content_type="application/json"
+            body=state.document,
+            status=state.status,
+            content_type=state.content_type,
+            headers=headers,
         )
 
     app = web.Application()
