@@ -96,7 +96,7 @@ def _identity_guards(issuer: HttpsUrl, resource: HttpsUrl | None, problems: list
     elif root and resource is not None and _authority(issuer) == _authority(resource):
         problems.append(
             "MCP_OAUTH_ISSUER: a root issuer on the MCP_RESOURCE_URL host and port needs"
-            " first-party mode, which this release does not support"
+            " first-party mode (ANGELOS_OAUTH_ENABLED=1)"
         )
 
 

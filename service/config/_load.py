@@ -7,15 +7,11 @@ from collections.abc import Mapping
 from service.config._first_party import first_party_enabled, load_first_party
 from service.config._http_auth import load_http_auth, load_local
 from service.config._mailbox import load_mail
-from service.config._model import Config, EnvFileInfo, Gates, HttpAuthConfig
+from service.config._model import Config, EnvFileInfo, Gates
 from service.config._rules import parse_port, value_of
 from service.config._store import load_store
 
 DEFAULT_PORT = 8080
-NOT_SERVED_YET = (
-    "ANGELOS_OAUTH_ENABLED: the first-party authorization server is not supported by this"
-    " release; use an external issuer"
-)
 
 
 def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> Config:
@@ -39,7 +35,6 @@ def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> 
     http_problems += first_party_problems
     if first_party_enabled(env) and first_party is None:
         http_auth = None  # a broken first-party mode never falls back to external verification
-    http_auth, http_problems = _not_served_yet(env, http_auth, http_problems)  # the one refusal
     port, port_problems = _port(env)
     file_problems = () if env_file is None else env_file.problems
     return Config(
@@ -74,12 +69,3 @@ def _port(env: Mapping[str, str]) -> tuple[int, tuple[str, ...]]:
     if port is None:
         return DEFAULT_PORT, ("PORT: must be an integer 1..65535",)
     return port, ()
-
-
-def _not_served_yet(
-    env: Mapping[str, str], http_auth: HttpAuthConfig | None, problems: tuple[str, ...]
-) -> tuple[HttpAuthConfig | None, tuple[str, ...]]:
-    """Refuse first-party mode, valid or not, while its /oauth endpoints are not built."""
-    if not first_party_enabled(env):
-        return http_auth, problems
-    return None, (NOT_SERVED_YET, *problems)

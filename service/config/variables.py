@@ -56,9 +56,8 @@ GROUPS: Final = (
     Group(
         "oauth",
         "First-party authorization server",
-        "Coming: `ANGELOS_OAUTH_ENABLED=1` is refused by this release until the `/oauth` endpoints"
-        " land; `angelos check-config` already validates the whole group. In this mode the server"
-        " is its own single-owner authorization server: `MCP_OAUTH_ISSUER` must be exactly"
+        "With `ANGELOS_OAUTH_ENABLED=1` the server is its own single-owner authorization"
+        " server (docs/first-party.md): `MCP_OAUTH_ISSUER` must be exactly"
         " `https://<lower-case host>` (no port, path or trailing slash; a port only with"
         " `MCP_OAUTH_ALLOW_PRIVATE_HOSTS=1`), `MCP_RESOURCE_URL` exactly the issuer + `/mcp`,"
         " `MCP_OAUTH_JWKS_URL` exactly the issuer + `/oauth/jwks.json`, `MCP_ALLOWED_SUBJECTS`"

@@ -82,6 +82,12 @@ def _bearer_principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
     return principal_in(request.scope)
 
 
+def _owner_browser() -> BrowserFactory:
+    from service.oauth.browser import OwnerBrowser  # webauthn is loaded only when used
+
+    return OwnerBrowser
+
+
 def http_service(
     config: Config,
     host: str,
@@ -91,8 +97,8 @@ def http_service(
 ) -> HttpService:
     """Build the HTTP service: bearer-authenticated, a loopback owner's, or 503 on /mcp.
 
-    With a first-party configuration (and its browser flow) the authorization server is added
-    and the bearer gate trusts only the tokens it issued.
+    With a first-party configuration the authorization server is added (with the owner's
+    browser flow unless another is given) and the bearer gate trusts only the tokens it issued.
     """
     auth = config.http_auth
     principal_ready = config.local is not None if owner is not None else auth is not None
@@ -114,8 +120,8 @@ def http_service(
         principal_of = _bearer_principal
         policy = resource_policy(auth.resource_authority)
         app = build_app(config, resource_metadata_url=auth.metadata_url)
-        if config.first_party is not None and browser is not None:
-            first_party = FirstParty(config.first_party, auth, app, browser)
+        if config.first_party is not None:
+            first_party = FirstParty(config.first_party, auth, app, browser or _owner_browser())
             gate, keys = first_party.gate, first_party.keys
         else:
             gate, keys = bearer_gate(auth)

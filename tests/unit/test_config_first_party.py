@@ -9,7 +9,6 @@ import pytest
 
 from service.config import Config, check_config_lines
 from service.config._first_party import CHATGPT_CLIENT_ID
-from service.config._load import NOT_SERVED_YET
 from service.config._model import Client
 from service.config._urls import redirect_uri_problem
 from support.config_env import MAILBOX, load
@@ -108,13 +107,11 @@ class TestGoodConfiguration:
         assert scalar_hex(KEY) == scalar_hex(first_party.signing_key)
         assert HASH == (first_party.bootstrap_hash and first_party.bootstrap_hash.reveal())
 
-    def test_the_only_problem_of_a_good_environment_is_the_release_refusal(self) -> None:
+    def test_a_good_environment_has_no_problem_and_a_resource_server(self) -> None:
         config = load(FIRST_PARTY)
-        assert ((NOT_SERVED_YET,), (), None) == (
-            config.problems,
-            config.first_party_problems,
-            config.http_auth,
-        )
+        assert ((), ()) == (config.problems, config.first_party_problems)
+        assert config.http_auth is not None and config.first_party is not None
+        assert config.first_party.issuer == config.http_auth.issuer
 
     def test_the_signer_publishes_the_active_then_the_retiring_key(self) -> None:
         first_party = load(FIRST_PARTY).first_party
@@ -165,7 +162,8 @@ class TestGoodConfiguration:
     def test_first_party_mode_off_has_no_configuration_and_no_problems(self) -> None:
         config = load(FIRST_PARTY, ANGELOS_OAUTH_ENABLED=None)
         assert (None, ()) == (config.first_party, config.first_party_problems)
-        assert NOT_SERVED_YET not in config.problems
+        # The same settings as an external issuer: a root issuer on the MCP host is refused.
+        assert config.http_auth is None and "first-party mode" in config.problems[0]
 
     def test_only_the_exact_value_1_enables_it(self) -> None:
         config = load(FIRST_PARTY, ANGELOS_OAUTH_ENABLED="true")
@@ -635,7 +633,7 @@ class TestNoLeaks:
         pairs = (line.strip().split(" = ", 1) for line in lines if " = " in line)
         values = {name: value for name, value in pairs if name.startswith("ANGELOS_OAUTH_")}
         assert {
-            "ANGELOS_OAUTH_ENABLED": "invalid (see Problems)",
+            "ANGELOS_OAUTH_ENABLED": "on",
             "ANGELOS_OAUTH_SIGNING_KEY_PEM": "set",
             "ANGELOS_OAUTH_SIGNING_KEY_ID": "k-2025",
             "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": "k-2024",

@@ -226,11 +226,11 @@ class TestUrlRelations:
         )
         assert_rejected(config, "MCP_OAUTH_ISSUER")
 
-    def test_first_party_mode_is_reported_unsupported(self) -> None:
-        """ANGELOS_OAUTH_ENABLED=1 asks for a mode this release does not have."""
+    def test_first_party_mode_with_external_settings_is_refused_without_fallback(self) -> None:
+        """ANGELOS_OAUTH_ENABLED=1 with an external issuer's settings is not first-party mode."""
         config = load(EXTERNAL, ANGELOS_OAUTH_ENABLED="1")
-        assert_rejected(config, "ANGELOS_OAUTH_ENABLED")
-        assert "not supported by this release" in config.http_auth_problems[0]
+        assert (None, None) == (config.first_party, config.http_auth)
+        assert config.http_auth_problems
 
     def test_first_party_switch_needs_exactly_1(self) -> None:
         """Like the gates, only "1" switches first-party mode on."""

@@ -1,0 +1,271 @@
+"""First-party mode through the whole HTTP service: the canonical host gate, the authorization
+server's machine endpoints, and /mcp trusting only the tokens it issued, each checked online.
+
+The service is angelos's own (http_service, first-party configuration from load_config), over
+TLS on loopback with the test CA's localhost certificate. Grants and codes are made in the
+store directly where the owner's browser would have made them (the browser side has its own
+tests); everything after that crosses the wire.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import aiohttp
+import pytest
+import redis.asyncio as aioredis
+from aiohttp import web
+
+from service.config import load_config
+from service.oauth.bootstrap import new_bootstrap_token
+from service.oauth.store import OAuthStore
+from service.transports.serve_http import app_runner, http_service
+from support.angelos_process import free_port
+from support.first_party import CALLBACK, CLIENT_ID, first_party_env
+from support.services import Services
+
+pytestmark = pytest.mark.services
+VERIFIER = "v" * 43
+CHALLENGE = (
+    base64.urlsafe_b64encode(hashlib.sha256(VERIFIER.encode()).digest()).rstrip(b"=").decode()
+)
+LIST_TOOLS = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@dataclass
+class Stack:
+    port: int
+    store: OAuthStore
+    env: dict[str, str]
+    ssl: ssl.SSLContext
+
+    @property
+    def issuer(self) -> str:
+        return f"https://localhost:{self.port}"
+
+    async def request(
+        self, method: str, path: str, *, headers: dict[str, str] | None = None, data: Any = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        connector = aiohttp.TCPConnector(ssl=self.ssl)
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            session.request(
+                method, f"{self.issuer}{path}", headers=headers, data=data, allow_redirects=False
+            ) as r,
+        ):
+            return r.status, dict(r.headers), await r.read()
+
+    async def token(self, **fields: str) -> tuple[int, dict[str, Any]]:
+        form = {"client_id": CLIENT_ID, "resource": f"{self.issuer}/mcp", **fields}
+        status, _, body = await self.request(
+            "POST",
+            "/oauth/token",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            data=urlencode(form),
+        )
+        return status, json.loads(body)
+
+    async def mcp(self, token: str) -> int:
+        headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+        status, _, _ = await self.request(
+            "POST", "/mcp", headers=headers, data=json.dumps(LIST_TOOLS)
+        )
+        return status
+
+
+@contextlib.asynccontextmanager
+async def stack(services: Services, port: int | None = None, **extra: str) -> AsyncIterator[Stack]:
+    port = port or free_port()
+    owner = "owner-stack"
+    _, token_hash = new_bootstrap_token()
+    env = {**first_party_env(services, port, owner, token_hash), **extra}
+    config = load_config(env)
+    assert config.problems == (), config.problems
+    service = http_service(config, "127.0.0.1", port, None)
+    assert service.app is not None
+    await service.app.start()
+    runner = app_runner(service.web_app)
+    await runner.setup()
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(services.dir / "tls" / "server.crt", services.dir / "tls" / "server.key")
+    client = aioredis.Redis.from_url(services.redis_url)
+    store = OAuthStore(client, owner, f"https://localhost:{port}/mcp")
+    try:
+        await web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls).start()
+        yield Stack(port, store, env, services.ssl_context())
+    finally:
+        await runner.cleanup()
+        await service.aclose()
+        keys = [key async for key in client.scan_iter(match=f"{store.keys.prefix}*")]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
+async def issued(s: Stack, scopes: tuple[str, ...] = ("mail.read",)) -> dict[str, Any]:
+    gid, grant = await s.store.create_grant(CLIENT_ID, "Test", scopes)
+    code = await s.store.put_code(gid, grant, redirect_uri=CALLBACK, code_challenge=CHALLENGE)
+    status, body = await s.token(
+        grant_type="authorization_code",
+        code=code.reveal(),
+        code_verifier=VERIFIER,
+        redirect_uri=CALLBACK,
+    )
+    assert 200 == status, body
+    return body
+
+
+async def test_every_route_answers_only_under_the_issuer_name(services: Services) -> None:
+    async with stack(services) as s:
+        own = await s.request("GET", "/healthz")
+        refused = [
+            await s.request("GET", path, headers=headers)
+            for path in ("/healthz", "/mcp", "/oauth/jwks.json")
+            for headers in (
+                {"Host": f"127.0.0.1:{s.port}"},
+                {"X-Forwarded-Proto": "http"},
+            )
+        ]
+        two = await s.request(
+            "GET", "/healthz", headers={"X-Forwarded-Host": f"localhost:{s.port}, x"}
+        )
+    assert (200, True) == (own[0], json.loads(own[2])["configured"])
+    assert [(400, b"invalid host")] * 6 == [(status, body) for status, _, body in refused]
+    assert 400 == two[0]
+
+
+async def test_the_metadata_documents_name_this_issuer(services: Services) -> None:
+    async with stack(services) as s:
+        _, headers, body = await s.request("GET", "/.well-known/oauth-authorization-server")
+        _, _, prm = await s.request("GET", "/.well-known/oauth-protected-resource")
+        _, _, jwks = await s.request("GET", "/oauth/jwks.json")
+        post = await s.request("POST", "/.well-known/oauth-authorization-server")
+    metadata = json.loads(body)
+    assert {
+        "issuer": s.issuer,
+        "authorization_endpoint": f"{s.issuer}/oauth/authorize",
+        "token_endpoint": f"{s.issuer}/oauth/token",
+        "jwks_uri": f"{s.issuer}/oauth/jwks.json",
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "scopes_supported": ["mail.read", "mail.write", "mail.send"],
+        "authorization_response_iss_parameter_supported": True,
+        "client_id_metadata_document_supported": False,
+    } == metadata
+    assert ("no-store", "no-cache") == (headers["Cache-Control"], headers["Pragma"])
+    assert [s.issuer] == json.loads(prm)["authorization_servers"]
+    assert s.env["ANGELOS_OAUTH_SIGNING_KEY_ID"] == json.loads(jwks)["keys"][0]["kid"]
+    assert (405, "GET") == (post[0], post[1]["Allow"])
+
+
+async def test_an_issued_token_calls_mcp_until_its_grant_is_revoked(services: Services) -> None:
+    async with stack(services) as s:
+        unauthenticated = await s.request("POST", "/mcp", headers=MCP_HEADERS, data="{}")
+        body = await issued(s)
+        first = await s.mcp(body["access_token"])
+        [entry] = await s.store.list_grants()
+        await s.store.revoke_grant(entry.handle)
+        after = await s.mcp(body["access_token"])
+        refreshed, refusal = await s.token(
+            grant_type="refresh_token", refresh_token=body["refresh_token"]
+        )
+    challenge = unauthenticated[1]["WWW-Authenticate"]
+    assert f'resource_metadata="{s.issuer}/.well-known/oauth-protected-resource"' in challenge
+    assert (200, 401) == (first, after)
+    assert (400, {"error": "invalid_grant"}) == (refreshed, refusal)
+
+
+async def test_a_removed_client_loses_its_tokens_at_the_next_start(services: Services) -> None:
+    port = free_port()
+    async with stack(services, port) as s:
+        body = await issued(s)
+        assert 200 == await s.mcp(body["access_token"])
+        gone = json.dumps(
+            [{"client_id": "other", "client_name": "Other", "redirect_uris": [CALLBACK]}]
+        )
+    async with stack(services, port, ANGELOS_OAUTH_CLIENTS_JSON=gone) as s:
+        assert 401 == await s.mcp(body["access_token"])
+        status, refusal = await s.token(
+            grant_type="refresh_token", refresh_token=body["refresh_token"]
+        )
+    assert (400, "invalid_client") == (status, refusal["error"])
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "query", "fields", "expected"),
+    [
+        ("GET", {}, "", {}, (405, "invalid_request")),
+        ("POST", {"Content-Type": "application/json"}, "", {}, (400, "invalid_request")),
+        ("POST", {}, "?x=1", {}, (400, "invalid_request")),
+        ("POST", {"Authorization": "Basic eDp5"}, "", {}, (400, "invalid_request")),
+        ("POST", {}, "", {"client_secret": "s"}, (400, "invalid_request")),
+        ("POST", {}, "", {"resource": "https://localhost/other"}, (400, "invalid_target")),
+        ("POST", {}, "", {"grant_type": "password"}, (400, "unsupported_grant_type")),
+    ],
+    ids=["get", "json", "query", "authorization", "secret", "resource", "password-grant"],
+)
+async def test_the_token_endpoint_refuses_before_reading_state(
+    services: Services,
+    method: str,
+    headers: dict[str, str],
+    query: str,
+    fields: dict[str, str],
+    expected: tuple[int, str],
+) -> None:
+    async with stack(services) as s:
+        form = {
+            "grant_type": "authorization_code",
+            "client_id": CLIENT_ID,
+            "resource": f"{s.issuer}/mcp",
+            "code": "c" * 42 + "A",
+            "code_verifier": VERIFIER,
+            "redirect_uri": CALLBACK,
+            **fields,
+        }
+        sent = {"Content-Type": "application/x-www-form-urlencoded", **headers}
+        status, _, body = await s.request(
+            method, f"/oauth/token{query}", headers=sent, data=urlencode(form)
+        )
+    assert expected == (status, json.loads(body)["error"])
+
+
+async def test_authorize_refusals_redirect_only_to_a_registered_callback(
+    services: Services,
+) -> None:
+    async with stack(services) as s:
+        good = {
+            "client_id": CLIENT_ID,
+            "redirect_uri": CALLBACK,
+            "response_type": "code",
+            "state": "st",
+            "resource": f"{s.issuer}/mcp",
+            "code_challenge": CHALLENGE,
+            "code_challenge_method": "S256",
+            "scope": "mail.read",
+        }
+        unknown = await s.request(
+            "GET", "/oauth/authorize?" + urlencode({**good, "client_id": "x"})
+        )
+        token = await s.request(
+            "GET", "/oauth/authorize?" + urlencode({**good, "response_type": "token"})
+        )
+    assert (400, None) == (unknown[0], unknown[1].get("Location"))
+    assert {"error": "invalid_client"} == json.loads(unknown[2])
+    assert 303 == token[0]
+    location = urlsplit(token[1]["Location"])
+    assert CALLBACK == f"{location.scheme}://{location.netloc}{location.path}"
+    assert {"error": ["unsupported_response_type"], "iss": [s.issuer], "state": ["st"]} == parse_qs(
+        location.query
+    )
