@@ -3,8 +3,8 @@
 from service.config._env_file import with_env_file
 from service.config._load import load_config
 from service.config._model import (
-    Config,
     Client,
+    Config,
     EnvFileInfo,
     FirstPartyConfig,
     Gates,
@@ -18,8 +18,8 @@ from service.config._rules import SCOPE_ORDER
 
 __all__ = [
     "SCOPE_ORDER",
-    "Config",
     "Client",
+    "Config",
     "EnvFileInfo",
     "FirstPartyConfig",
     "Gates",
