@@ -164,6 +164,47 @@ async def test_an_approved_request_sends_a_code_that_redeems_for_a_token(
         )
 
 
+# Consent form posts from the consent page itself (so Origin and the cookie are the browser's).
+POST_CONSENT = """(async (fields) => {
+  const csrf = document.querySelector('input[name="csrf"]').value;
+  const request = document.querySelector('input[name="request"]').value;
+  const body = new URLSearchParams([["csrf", csrf], ["request", request], ...fields]);
+  const r = await fetch("/oauth/consent", {method: "POST", body, redirect: "manual"});
+  return r.type === "opaqueredirect" ? "redirect" : r.status;
+})(%s)"""
+
+
+async def test_consent_posts_must_be_well_formed_and_cannot_issue_twice(
+    services: Services,
+) -> None:
+    tls = services.dir / "tls"
+    async with first_party(services) as server, browser(trust=tls / "server.crt") as chromium:
+        page = await chromium.open_page()
+        await page.add_virtual_authenticator(user_verified=True)
+        _, challenge = pkce_pair()
+        await enrol_and_sign_in(server, page, challenge)
+        approve, read = ["decision", "approve"], ["scope", "mail.read"]
+        cases = {
+            "unrequested scope": [approve, read, ["scope", "mail.write"]],
+            "no mail.read": [approve, ["scope", "mail.send"]],
+            "repeated scope": [approve, read, read],
+            "two decisions": [approve, approve, read],
+            "unknown decision": [["decision", "maybe"], read],
+            "unknown field": [approve, read, ["extra", "1"]],
+        }
+        refused = {
+            name: await page.evaluate(POST_CONSENT % json.dumps(fields))
+            for name, fields in cases.items()
+        }
+
+        first = await page.evaluate(POST_CONSENT % json.dumps([approve, read]))
+        second = await page.evaluate(POST_CONSENT % json.dumps([approve, read]))
+
+        assert {name: 400 for name in cases} == refused
+        assert ("redirect", 400) == (first, second)
+        assert 1 == len(await server.store.list_grants())
+
+
 async def test_an_unchecked_scope_is_left_out_of_the_grant(services: Services) -> None:
     tls = services.dir / "tls"
     async with first_party(services) as server, browser(trust=tls / "server.crt") as chromium:
