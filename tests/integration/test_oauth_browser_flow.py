@@ -205,6 +205,25 @@ async def test_consent_posts_must_be_well_formed_and_cannot_issue_twice(
         assert 1 == len(await server.store.list_grants())
 
 
+async def test_sign_in_replaces_the_anonymous_session_with_a_signed_in_one(
+    services: Services,
+) -> None:
+    tls = services.dir / "tls"
+    async with first_party(services) as server, browser(trust=tls / "server.crt") as chromium:
+        page = await chromium.open_page()
+        await page.add_virtual_authenticator(user_verified=True)
+        _, challenge = pkce_pair()
+        await page.goto(server.authorize_url(challenge=challenge))
+        [before] = [c.value for c in await page.cookies() if c.name == "__Host-angelos"]
+
+        await enrol_and_sign_in(server, page, challenge)
+
+        [after] = [c.value for c in await page.cookies() if c.name == "__Host-angelos"]
+        assert None is await server.store.load_session(before)
+        signed = await server.store.load_session(after)
+        assert signed is not None and signed.record.authenticated
+
+
 async def test_an_unchecked_scope_is_left_out_of_the_grant(services: Services) -> None:
     tls = services.dir / "tls"
     async with first_party(services) as server, browser(trust=tls / "server.crt") as chromium:
