@@ -135,9 +135,7 @@ class TestReadiness:
             "send_status": READY,
         } == body["readiness"]
 
-    async def test_without_a_store_send_and_send_status_name_the_store(
-        self, services: Any
-    ) -> None:
+    async def test_without_a_store_send_and_send_status_name_the_store(self, services: Any) -> None:
         env = {**services.product_env, **ALL_GATES, "ANGELOS_REDIS_URL": "off"}
         body = await capabilities(env, ALL_SCOPES)
         readiness = body["readiness"]
@@ -190,7 +188,6 @@ class TestReadiness:
             for op, verdict in readiness.items()
         }
         assert expected == refused
-
 
     async def test_without_uidplus_delete_is_blocked_by_the_provider_as_a_call_finds(
         self, services: Any

@@ -345,3 +345,38 @@ async def test_consent_and_grants_send_an_anonymous_session_to_sign_in(services:
         assert (303, "/oauth/login") == (consent.status, consent.headers["Location"])
         assert (303, "/oauth/login") == (grants.status, grants.headers["Location"])
         assert 403 == decided.status
+
+
+async def test_without_a_store_pages_and_passkey_endpoints_answer_503(services: Services) -> None:
+    async with first_party(services) as server, server.http() as owner:
+        csrf = await login_page(owner)
+        server.store_up = False
+
+        page = await owner.get("/oauth/login")
+        begin = await owner.post_json(BEGIN, {"bootstrap_token": server.bootstrap_token}, csrf)
+
+        assert (503, "text/html") == (page.status, page.headers["Content-Type"].split(";")[0])
+        assert (503, {"error": "unavailable"}) == (begin.status, begin.json())
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("POST", "/oauth/login", "GET"),
+        ("PUT", "/oauth/consent", "GET, POST"),
+        ("GET", "/oauth/logout", "POST"),
+        ("GET", "/oauth/passkeys/login/begin", "POST"),
+        ("DELETE", "/oauth/assets/app.js", "GET"),
+    ],
+)
+async def test_another_method_gets_405_with_allow(
+    services: Services, method: str, path: str, allow: str
+) -> None:
+    async with first_party(services) as server, server.http() as owner:
+        answer = await owner.request(method, path)
+
+        assert (405, allow, {"error": "invalid_request"}) == (
+            answer.status,
+            answer.headers["Allow"],
+            answer.json(),
+        )

@@ -142,6 +142,7 @@ class FirstPartyServer:
     bootstrap_token: str
     ssl_context: ssl.SSLContext
     env: dict[str, str] = field(default_factory=dict)
+    store_up: bool = True  # False: the server's store source answers None (no store)
 
     @property
     def issuer(self) -> str:
@@ -232,7 +233,12 @@ async def first_party(
         raise AssertionError(f"first-party configuration refused: {loaded.first_party_problems}")
     client = aioredis.Redis.from_url(services.redis_url)
     store = OAuthStore(client, config.owner, config.resource)
-    server = AuthorizationServer(config, lambda: store, OwnerBrowser(config, lambda: store))
+    running: list[FirstPartyServer] = []
+
+    def store_of() -> OAuthStore | None:
+        return store if running and running[0].store_up else None
+
+    server = AuthorizationServer(config, store_of, OwnerBrowser(config, store_of))
     app = web.Application(middlewares=[oauth_headers])
     server.add_routes(app)
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -241,7 +247,8 @@ async def first_party(
     await runner.setup()
     try:
         await web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls).start()
-        yield FirstPartyServer(port, config, store, token, services.ssl_context(), env)
+        running.append(FirstPartyServer(port, config, store, token, services.ssl_context(), env))
+        yield running[0]
     finally:
         await runner.cleanup()
         keys = [key async for key in client.scan_iter(match=f"{store.keys.prefix}*")]

@@ -59,6 +59,7 @@ class Page:
         self._session = session
         self._authenticator: str | None = None
         self.log: deque[str] = deque(maxlen=50)  # recent console messages and page errors
+        self._answering: set[asyncio.Task[dict[str, Any]]] = set()
 
     async def start(self) -> None:
         """Enable the domains the methods rely on and start collecting the page's log."""
@@ -152,15 +153,41 @@ class Page:
         result = await self._send("Network.getCookies")
         return msgspec.convert(result["cookies"], list[Cookie])
 
+    async def answer_locally(self, url_pattern: str, html: str) -> list[str]:
+        """Answer every request matching `url_pattern` (a Fetch pattern, `*` wildcards) with
+        `html` from the browser itself, before any name resolution or connection; return the
+        list the intercepted URLs are appended to, in order."""
+        seen: list[str] = []
+        body = base64.b64encode(html.encode()).decode("ascii")
+
+        def paused(params: dict[str, Any]) -> None:
+            seen.append(params["request"]["url"])
+            answer = {
+                "requestId": params["requestId"],
+                "responseCode": 200,
+                "responseHeaders": [{"name": "Content-Type", "value": "text/html"}],
+                "body": body,
+            }
+            task = asyncio.create_task(self._send("Fetch.fulfillRequest", answer))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+
+        self._connection.listen("Fetch.requestPaused", paused, session=self._session)
+        await self._send(
+            "Fetch.enable", {"patterns": [{"urlPattern": url_pattern, "requestStage": "Request"}]}
+        )
+        return seen
+
     async def screenshot(self, path: Path) -> None:
         """Save what the viewport shows as a PNG file."""
         result = await self._send("Page.captureScreenshot", {"format": "png"})
         await asyncio.to_thread(path.write_bytes, base64.b64decode(result["data"]))
 
     async def add_virtual_authenticator(
-        self, *, user_verified: bool = True, resident_key: bool = True
+        self, *, user_verified: bool = True, resident_key: bool = True, can_verify: bool = True
     ) -> str:
-        """Attach a platform passkey authenticator (CTAP2, internal, with UV) and return its id."""
+        """Attach a platform passkey authenticator (CTAP2, internal, with UV unless
+        `can_verify` is False) and return its id."""
         await self._send("WebAuthn.enable", {"enableUI": False})
         result = await self._send(
             "WebAuthn.addVirtualAuthenticator",
@@ -169,7 +196,7 @@ class Page:
                     "protocol": "ctap2",
                     "transport": "internal",
                     "hasResidentKey": resident_key,
-                    "hasUserVerification": True,
+                    "hasUserVerification": can_verify,
                     "isUserVerified": user_verified,
                     "automaticPresenceSimulation": True,
                 }

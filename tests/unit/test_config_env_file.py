@@ -163,9 +163,7 @@ class TestReading:
         assert ({"MAIL_USERNAME": "owner@example.com"}, ()) == read_env_file(path)
 
     @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file away needs root")
-    def test_a_file_of_another_user_is_refused_when_it_holds_a_secret(
-        self, tmp_path: Path
-    ) -> None:
+    def test_a_file_of_another_user_is_refused_when_it_holds_a_secret(self, tmp_path: Path) -> None:
         path = env_file(tmp_path, MAILBOX, 0o600)
         os.chown(path, 65534, 65534)
         assert "holds MAIL_PASSWORD" in read_env_file(path)[1][0]

@@ -32,7 +32,9 @@ class TestRejected:
     def test_the_submissions_own_last_check_is_recorded_as_aborted_before_connect(self) -> None:
         event = rejected(NotSent("validation", "local_validation", network_contacted=False))
         assert ("not_attempted", "aborted_before_connect", False) == (
-            event.stage, event.reason, event.network_contacted
+            event.stage,
+            event.reason,
+            event.network_contacted,
         )
         assert sealed(event)  # a valid smtp_rejected event, unlike a 'validation' stage
 

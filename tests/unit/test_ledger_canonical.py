@@ -74,7 +74,10 @@ class TestCatalogue:
 
     def test_the_four_annotations_are_the_only_non_lifecycle_events(self) -> None:
         expected = {
-            "confirm_refused", "duplicate_confirm", "dispatch_queued", "late_outcome_observed"
+            "confirm_refused",
+            "duplicate_confirm",
+            "dispatch_queued",
+            "late_outcome_observed",
         }
         assert expected == set(ANNOTATION_TYPES)
         assert set(CATALOGUE) == set(EVENT_TYPES)

@@ -19,5 +19,5 @@ class AssetFiles:
 
     async def serve(self, request: web.Request) -> web.Response:
         """Answer one asset (GET or HEAD)."""
-        name = request.match_info["name"]
+        name = request.path.rsplit("/", 1)[1]
         return web.Response(body=self._bodies[name], content_type=ASSETS[name], charset="utf-8")

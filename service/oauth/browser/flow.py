@@ -87,30 +87,34 @@ class OwnerBrowser(BrowserContext):
 
     def add_routes(self, app: web.Application) -> None:
         """Register the browser routes (login, passkeys, consent, grants, logout, assets)."""
-        page = page_endpoint
-        routes: list[tuple[str, str, Handler]] = [
-            ("GET", "/oauth/login", page(self.login)),
-            (
-                "POST",
-                "/oauth/passkeys/register/begin",
-                json_endpoint(self.ceremonies.register_begin),
-            ),
-            (
-                "POST",
-                "/oauth/passkeys/register/finish",
-                json_endpoint(self.ceremonies.register_finish),
-            ),
-            ("POST", "/oauth/passkeys/login/begin", json_endpoint(self.ceremonies.login_begin)),
-            ("POST", "/oauth/passkeys/login/finish", json_endpoint(self.ceremonies.login_finish)),
-            ("GET", "/oauth/consent", page(self.consent.show)),
-            ("POST", "/oauth/consent", page(self.consent.decide)),
-            ("GET", "/oauth/grants", page(self.grants.show)),
-            ("POST", "/oauth/grants", page(self.grants.revoke)),
-            ("POST", "/oauth/logout", page(self.grants.logout)),
-        ]
-        for method, path, handler in routes:
-            app.router.add_route(method, path, handler)
+        page, ceremony = page_endpoint, json_endpoint
+        routes: dict[str, dict[str, Handler]] = {
+            "/oauth/login": {"GET": page(self.login)},
+            "/oauth/passkeys/register/begin": {"POST": ceremony(self.ceremonies.register_begin)},
+            "/oauth/passkeys/register/finish": {"POST": ceremony(self.ceremonies.register_finish)},
+            "/oauth/passkeys/login/begin": {"POST": ceremony(self.ceremonies.login_begin)},
+            "/oauth/passkeys/login/finish": {"POST": ceremony(self.ceremonies.login_finish)},
+            "/oauth/consent": {"GET": page(self.consent.show), "POST": page(self.consent.decide)},
+            "/oauth/grants": {"GET": page(self.grants.show), "POST": page(self.grants.revoke)},
+            "/oauth/logout": {"POST": page(self.grants.logout)},
+        }
         for name in ASSETS:
-            app.router.add_route(
-                "GET", f"/oauth/assets/{{name:{name.replace('.', '[.]')}}}", self.assets.serve
+            routes[f"/oauth/assets/{name}"] = {"GET": self.assets.serve}
+        for path, methods in routes.items():
+            app.router.add_route("*", path, _by_method(methods))
+
+
+def _by_method(methods: dict[str, Handler]) -> Handler:
+    """Dispatch on the method (HEAD as GET); others get 405 with Allow and invalid_request."""
+    allow = ", ".join(methods)
+
+    async def dispatch(request: web.Request) -> web.StreamResponse:
+        method = "GET" if request.method == "HEAD" else request.method
+        handler = methods.get(method)
+        if handler is None:
+            return web.json_response(
+                {"error": "invalid_request"}, status=405, headers={"Allow": allow}
             )
+        return await handler(request)
+
+    return dispatch
