@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -73,6 +74,8 @@ def http_server(
             try:
                 with urllib.request.urlopen(f"{base}/healthz", timeout=1):
                     break
+            except urllib.error.HTTPError:
+                break  # it answered (first-party mode refuses a loopback Host with 400)
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     err = proc.stderr.read().decode() if proc.stderr else "(see stderr)"

@@ -8,7 +8,8 @@ from typing import Final
 
 from aiohttp import web
 
-from service.config import FirstPartyConfig
+from service.config import Client, FirstPartyConfig
+from service.oauth.client_metadata import CHATGPT, PinnedClient
 from service.oauth.store import OAuthStore, StoreError
 
 from .guard import Refusal
@@ -53,7 +54,9 @@ class BrowserContext:
         self.config = config
         self.store_of = store_of
         self.clock = clock
-        self.clients = {client.client_id: client for client in config.clients}
+        self.clients: dict[str, Client | PinnedClient] = {c.client_id: c for c in config.clients}
+        if config.cimd_enabled:  # its metadata was checked when the request was authorized
+            self.clients[CHATGPT.client_id] = CHATGPT
         self.relying_party = RelyingParty(config.issuer, config.owner)
 
     def store(self) -> OAuthStore:
