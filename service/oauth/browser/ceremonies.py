@@ -21,9 +21,9 @@ from service.oauth.store import (
 from service.oauth.store.records import ChallengePurpose, OwnerRecord
 
 from .context import BrowserContext, json_refusal
-from .guard import Refusal, csrf_matches, header_csrf, read_json, same_origin
+from .guard import Refusal, csrf_matches, header_csrf, read_json
 from .passkeys import NewPasskey, PasskeyRefused, PasskeyUse, challenge_of
-from .session import Visit, current, recently_signed_in, set_cookie, spend
+from .session import Visit, posting_visit, recently_signed_in, set_cookie, spend
 
 MIN_TOKEN_BYTES: Final = 32
 MAX_TOKEN_BYTES: Final = 64
@@ -73,12 +73,9 @@ class Ceremonies:
     async def _visit(
         self, request: web.Request, store: OAuthStore, rule: BudgetRule
     ) -> Visit | Refusal:
-        refused = same_origin(request, self.context.config.issuer)
-        if refused is not None:
-            return refused
-        visit = await current(store, request)
-        if visit is None:
-            return Refusal(403, "no_session")
+        visit = await posting_visit(store, request, self.context.config.issuer)
+        if isinstance(visit, Refusal):
+            return visit
         if not csrf_matches(header_csrf(request), visit.csrf):
             return Refusal(403, "bad_csrf")
         await spend(store, rule, visit.session.handle)

@@ -11,9 +11,9 @@ from service.oauth.store import GrantLimitReached, OAuthStore
 from service.oauth.store.records import PendingConsent
 
 from .context import BrowserContext, page_refusal, see_other
-from .guard import Refusal, csrf_matches, one, read_form, same_origin
+from .guard import Refusal, csrf_matches, one, read_form
 from .pages import consent_page
-from .session import Visit, current
+from .session import Visit, posting_visit, signed_in
 
 DECISIONS: Final = ("approve", "deny")
 
@@ -36,8 +36,8 @@ class ConsentPages:
     async def show(self, request: web.Request) -> web.StreamResponse:
         """Render the consent page for `?request=<id>` of this signed-in session."""
         store = self.context.store()
-        visit = await current(store, request)
-        if visit is None or not visit.signed_in:
+        visit = await signed_in(store, request)
+        if visit is None:
             return see_other("/oauth/login")
         params = single_valued(request.query_string)
         request_id = None if params is None else params.get("request")
@@ -82,12 +82,9 @@ class ConsentPages:
     async def _checked_form(
         self, request: web.Request, store: OAuthStore
     ) -> tuple[Visit, str, str, list[str]] | Refusal:
-        refused = same_origin(request, self.context.config.issuer)
-        if refused is not None:
-            return refused
-        visit = await current(store, request)
-        if visit is None:
-            return Refusal(403, "no_session")
+        visit = await posting_visit(store, request, self.context.config.issuer)
+        if isinstance(visit, Refusal):
+            return visit
         fields = await read_form(request)
         if isinstance(fields, Refusal):
             return fields

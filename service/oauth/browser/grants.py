@@ -7,9 +7,9 @@ from aiohttp import web
 from service.oauth.store import OAuthStore
 
 from .context import BrowserContext, page_refusal, see_other
-from .guard import Refusal, csrf_matches, one, read_form, same_origin
+from .guard import Refusal, csrf_matches, one, read_form
 from .pages import grants_page
-from .session import Visit, clear_cookie, current
+from .session import Visit, clear_cookie, posting_visit, signed_in
 
 
 class GrantPages:
@@ -21,8 +21,8 @@ class GrantPages:
     async def show(self, request: web.Request) -> web.StreamResponse:
         """List the active grants (newest first) and the passkey count."""
         store = self.context.store()
-        visit = await current(store, request)
-        if visit is None or not visit.signed_in:
+        visit = await signed_in(store, request)
+        if visit is None:
             return see_other("/oauth/login")
         grants = await store.list_grants()
         owner = await store.load_owner()
@@ -59,12 +59,9 @@ class GrantPages:
     async def _form(
         self, request: web.Request, store: OAuthStore, field: str | None
     ) -> tuple[Visit, str] | Refusal:
-        refused = same_origin(request, self.context.config.issuer)
-        if refused is not None:
-            return refused
-        visit = await current(store, request)
-        if visit is None:
-            return Refusal(403, "no_session")
+        visit = await posting_visit(store, request, self.context.config.issuer)
+        if isinstance(visit, Refusal):
+            return visit
         fields = await read_form(request)
         if isinstance(fields, Refusal):
             return fields

@@ -16,6 +16,8 @@ from service.oauth.store import (
     SessionView,
 )
 
+from .guard import Refusal, same_origin
+
 COOKIE: Final = "__Host-angelos"
 RECENT_SIGN_IN_S: Final = 5 * 60  # adding a passkey needs a sign-in this recent
 
@@ -84,6 +86,21 @@ async def current(store: OAuthStore, request: web.Request) -> Visit | None:
         if not await store.touch_session(session):
             return None
     return Visit(cookie, session)
+
+
+async def signed_in(store: OAuthStore, request: web.Request) -> Visit | None:
+    """The request's session when it is signed in."""
+    visit = await current(store, request)
+    return visit if visit is not None and visit.signed_in else None
+
+
+async def posting_visit(store: OAuthStore, request: web.Request, issuer: str) -> Visit | Refusal:
+    """The session of a browser POST that passed the same-origin check; none is 403."""
+    refused = same_origin(request, issuer)
+    if refused is not None:
+        return refused
+    visit = await current(store, request)
+    return Refusal(403, "no_session") if visit is None else visit
 
 
 async def current_or_new(store: OAuthStore, request: web.Request) -> Visit:
