@@ -106,6 +106,13 @@ def load_first_party(
     )
 
 
+def first_party_origin(env: Mapping[str, str]) -> str | None:
+    """The issuer when first-party mode is on and it is a bare https origin, else None."""
+    if not first_party_enabled(env):
+        return None
+    return _issuer(env, env.get("MCP_OAUTH_ALLOW_PRIVATE_HOSTS") == "1", [])
+
+
 def _issuer(env: Mapping[str, str], private: bool, problems: list[str]) -> str | None:
     """Check the issuer is a bare origin and the resource and JWKS URLs hang off it exactly."""
     raw = value_of(env, "MCP_OAUTH_ISSUER") or ""

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from service.config._first_party import first_party_enabled, load_first_party
+from service.config._first_party import (
+    first_party_enabled,
+    first_party_origin,
+    load_first_party,
+)
 from service.config._http_auth import load_http_auth, load_local
 from service.config._mailbox import load_mail
 from service.config._model import Config, EnvFileInfo, Gates
@@ -56,6 +60,7 @@ def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> 
         mail_shown=mail.shown,
         demo_send=env.get("ANGELOS_DEMO_SEND") == "1",
         first_party_enabled=first_party_enabled(env),
+        first_party_origin=first_party_origin(env),
         first_party=first_party,
         first_party_problems=first_party_problems,
     )

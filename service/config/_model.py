@@ -164,5 +164,7 @@ class Config(msgspec.Struct, frozen=True):
     mail_shown: MailConfig | None = None
     demo_send: bool = False  # ANGELOS_DEMO_SEND, read by `angelos demo`
     first_party_enabled: bool = False  # ANGELOS_OAUTH_ENABLED=1
+    # In that mode, the issuer when it is a bare https origin (None: every request is refused).
+    first_party_origin: str | None = None
     first_party: FirstPartyConfig | None = None  # set when enabled and everything it needs is valid
     first_party_problems: tuple[str, ...] = ()  # the part of `http_auth_problems` about it

@@ -20,8 +20,11 @@ MAX_QUERY_BYTES: Final = 8192
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def refused(headers: CIMultiDictProxy[str], raw_path: str, issuer_authority: str) -> bool:
-    """Tell whether a request fails the gate; `issuer_authority` is host[:port] of the issuer."""
+def refused(headers: CIMultiDictProxy[str], raw_path: str, issuer_authority: str | None) -> bool:
+    """Tell whether a request fails the gate; `issuer_authority` is host[:port] of the issuer
+    (None when the configured issuer is not a valid origin: then every request fails)."""
+    if issuer_authority is None:
+        return True
     hosts = headers.getall("Host", [])
     if len(hosts) != 1 or hosts[0] != issuer_authority:
         return True
@@ -38,7 +41,7 @@ def refused(headers: CIMultiDictProxy[str], raw_path: str, issuer_authority: str
 
 
 def canonical_host_gate(
-    issuer_authority: str,
+    issuer_authority: str | None,
 ) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     """Build the aiohttp middleware that refuses every request off the issuer's origin."""
 

@@ -21,6 +21,7 @@ from service.config import Config, HttpAuthConfig
 from service.context import AppContext
 from service.mcp_server import PrincipalSource, build_server
 from service.principal import Principal, local_principal
+from service.transports.canonical_host import canonical_host_gate
 from service.transports.first_party import BrowserFactory, FirstParty
 from service.transports.host_policy import HostPolicy, loopback_policy, resource_policy
 from service.transports.http import build_http_app
@@ -82,6 +83,13 @@ def _bearer_principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
     return principal_in(request.scope)
 
 
+def unconfigured_gate(config: Config) -> Any:
+    """First-party mode that failed validation still answers only under the issuer's name (and
+    nothing at all when the issuer itself is not a valid origin): no fallback."""
+    origin = config.first_party_origin
+    return canonical_host_gate(None if origin is None else origin.removeprefix("https://"))
+
+
 def _owner_browser() -> BrowserFactory:
     from service.oauth.browser import OwnerBrowser  # webauthn is loaded only when used
 
@@ -104,7 +112,8 @@ def http_service(
     principal_ready = config.local is not None if owner is not None else auth is not None
     if config.mail is None or config.store is None or not principal_ready:
         log.warning("MCP unavailable: mailbox or OAuth configuration is incomplete or invalid")
-        return HttpService(build_http_app(config, None), None, None)
+        outer = [unconfigured_gate(config)] if config.first_party_enabled else []
+        return HttpService(build_http_app(config, None, middlewares=outer), None, None)
     gate: BearerGate | None = None
     keys: KeyCache | None = None
     first_party: FirstParty | None = None

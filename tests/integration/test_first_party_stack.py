@@ -269,3 +269,48 @@ async def test_authorize_refusals_redirect_only_to_a_registered_callback(
     assert {"error": ["unsupported_response_type"], "iss": [s.issuer], "state": ["st"]} == parse_qs(
         location.query
     )
+
+
+@contextlib.asynccontextmanager
+async def broken(services: Services, **changes: str) -> AsyncIterator[Stack]:
+    """A first-party service whose configuration fails validation."""
+    port = free_port()
+    env = {**first_party_env(services, port, "owner-broken", new_bootstrap_token()[1]), **changes}
+    config = load_config(env)
+    assert config.problems and config.first_party is None
+    service = http_service(config, "127.0.0.1", port, None)
+    runner = app_runner(service.web_app)
+    await runner.setup()
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(services.dir / "tls" / "server.crt", services.dir / "tls" / "server.key")
+    try:
+        await web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls).start()
+        yield Stack(port, None, env, services.ssl_context())  # type: ignore[arg-type]
+    finally:
+        await runner.cleanup()
+
+
+async def test_an_invalid_first_party_configuration_fails_closed_under_its_name(
+    services: Services,
+) -> None:
+    async with broken(services, ANGELOS_OAUTH_CLIENTS_JSON="[]") as s:
+        health = await s.request("GET", "/healthz")
+        mcp = await s.request("POST", "/mcp", headers=MCP_HEADERS, data="{}")
+        missing = [
+            (await s.request("GET", path))[0]
+            for path in (
+                "/oauth/authorize",
+                "/.well-known/oauth-authorization-server",
+                "/.well-known/oauth-protected-resource",
+            )
+        ]
+        loopback = await s.request("GET", "/healthz", headers={"Host": f"127.0.0.1:{s.port}"})
+    assert (200, False) == (health[0], json.loads(health[2])["configured"])
+    assert (503, [404, 404, 404], 400) == (mcp[0], missing, loopback[0])
+
+
+async def test_a_malformed_issuer_refuses_every_request(services: Services) -> None:
+    port = free_port()
+    async with broken(services, MCP_OAUTH_ISSUER=f"https://localhost:{port}/") as s:
+        answers = [(await s.request("GET", path))[:1] for path in ("/healthz", "/mcp")]
+    assert [(400,), (400,)] == answers
