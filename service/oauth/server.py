@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
+import structlog
 from aiohttp import web
 
 from service.config import FirstPartyConfig
@@ -41,6 +42,7 @@ from service.oauth.token_service import (
     refresh_tokens,
 )
 
+log = structlog.get_logger("angelos.oauth")
 OAUTH_HEADERS: Final = {
     "Cache-Control": "no-store",
     "Pragma": "no-cache",
@@ -193,6 +195,7 @@ class AuthorizationServer:
             resource=self.config.resource,
         )
         if isinstance(verdict, TokenError):
+            log.info("token_refused", status=verdict.status, error=verdict.error)
             return oauth_error(verdict.status, verdict.error)
         store = self.store_of()
         if store is None:
@@ -202,6 +205,13 @@ class AuthorizationServer:
             answer = await exchange_code(store, self.signer, self.who, verdict, now)
         else:
             answer = await refresh_tokens(store, self.signer, self.who, verdict, now)
+        grant_type = "authorization_code" if isinstance(verdict, CodeExchange) else "refresh_token"
+        if isinstance(answer, TokenRefused):
+            log.info(
+                "token_refused", grant_type=grant_type, status=answer.status, error=answer.error
+            )
+        else:  # client IDs are configuration, not secrets; tokens never appear here
+            log.info("token_issued", grant_type=grant_type, client_id=verdict.client_id)
         return _token_answer(answer)
 
 
