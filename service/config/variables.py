@@ -1,5 +1,7 @@
 """Every environment variable angelos reads: the one table behind check-config and the docs.
 
+The HTTP and OAuth entries live in variables_oauth.py and are spliced in at their place.
+
 docs/configuration.md renders this table (scripts/config_reference.py rewrites it) and a test
 holds the two, and the loaders' actual reads, to each other.
 """
@@ -8,33 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
-import msgspec
-
-
-class Group(msgspec.Struct, frozen=True):
-    """A heading of the reference: the variables that configure one part of angelos."""
-
-    key: str
-    title: str
-    intro: str
-
-
-class Variable(msgspec.Struct, frozen=True):
-    """One variable: its default as users see it, the rule its value must follow, its effect.
-
-    A `secret` value is never shown (check-config says set or unset, or shows a URL without
-    its userinfo) and an env file holding one must be private to its owner; `in_env_file` is
-    False for what only the real environment may set.
-    """
-
-    name: str
-    group: str
-    default: str
-    rule: str
-    effect: str
-    secret: bool = False
-    in_env_file: bool = True
-
+from service.config._variable import SCOPES_RULE, TOKEN_RULE, Group, Variable
+from service.config.variables_oauth import HTTP_VARIABLES, OAUTH_VARIABLES
 
 GROUPS: Final = (
     Group("loading", "Loading", "Where the variables come from besides the environment."),
@@ -78,12 +55,7 @@ GROUPS: Final = (
     Group("demo", "Demo", "Read by `angelos demo` only."),
 )
 
-_SCOPES = "1-3 of `mail.read` `mail.write` `mail.send`, single spaces, with `mail.read`"
-_HTTPS = (
-    "`https` URL, no userinfo, query, fragment or `%`; a public DNS host with a dot, no IP, port"
-    " absent or 443 (unless `MCP_OAUTH_ALLOW_PRIVATE_HOSTS=1`)"
-)
-_TOKEN = "1-16384 characters, no whitespace or control characters"
+__all__ = ["BY_NAME", "GROUPS", "VARIABLES", "Group", "Variable"]
 
 VARIABLES: Final = (
     Variable(
@@ -234,69 +206,10 @@ VARIABLES: Final = (
         "ANGELOS_LOCAL_SCOPES",
         "local",
         "`mail.read`",
-        _SCOPES,
+        SCOPES_RULE,
         "what a local caller may do; a gate must also be on for writes and sends",
     ),
-    Variable(
-        "PORT",
-        "http",
-        "`8080`",
-        "1-65535",
-        "the HTTP port when `--port` is not given",
-    ),
-    Variable(
-        "MCP_RESOURCE_URL",
-        "http",
-        "unset",
-        _HTTPS + "; path exactly `/mcp`",
-        "this server's URL as clients reach it: tokens must name it in `aud`, and clients find"
-        " the metadata at its origin + `/.well-known/oauth-protected-resource`",
-    ),
-    Variable(
-        "MCP_OAUTH_ISSUER",
-        "http",
-        "unset",
-        _HTTPS,
-        "the external authorization server whose tokens are accepted; compared exactly with"
-        " each token's `iss`",
-    ),
-    Variable(
-        "MCP_OAUTH_JWKS_URL",
-        "http",
-        "unset",
-        _HTTPS + "; same host and port as `MCP_OAUTH_ISSUER`",
-        "where the issuer's signing keys are fetched",
-    ),
-    Variable(
-        "MCP_ALLOWED_SUBJECTS",
-        "http",
-        "unset (required with the other `MCP_` variables)",
-        "1-32 comma-separated subjects, each at most 512 bytes, no control characters",
-        "the token subjects allowed to use this server",
-    ),
-    Variable(
-        "MCP_OAUTH_INITIAL_SCOPES",
-        "http",
-        "`mail.read`",
-        _SCOPES,
-        "scopes asked for in the first challenge (those whose gate is off are dropped)",
-    ),
-    Variable(
-        "MCP_OAUTH_CA_FILE",
-        "http",
-        "unset (system CAs)",
-        "an existing readable file",
-        "a PEM bundle of extra trusted CAs for fetching the signing keys (an issuer with a"
-        " private CA)",
-    ),
-    Variable(
-        "MCP_OAUTH_ALLOW_PRIVATE_HOSTS",
-        "http",
-        "off",
-        "`1` is on; anything else is off",
-        "lets the three `MCP_` URLs name loopback, private or single-label hosts, IP addresses"
-        " (IPv6 in brackets) and any port; for tests and self-hosted issuers only",
-    ),
+    *HTTP_VARIABLES,
     Variable(
         "ANGELOS_REDIS_URL",
         "store",
@@ -449,71 +362,7 @@ VARIABLES: Final = (
         "0-128",
         "most annotations (such as late outcomes) one send's stream accepts",
     ),
-    Variable(
-        "ANGELOS_OAUTH_ENABLED",
-        "oauth",
-        "off",
-        "`1` is on (coming: refused by this release until the endpoints land)",
-        "serves the first-party authorization server; any problem in this group leaves `/mcp`"
-        " unavailable, never falling back to an external issuer",
-    ),
-    Variable(
-        "ANGELOS_OAUTH_SIGNING_KEY_PEM",
-        "oauth",
-        "unset (required in first-party mode)",
-        "one unencrypted `PRIVATE KEY` (PKCS#8) or `EC PRIVATE KEY` PEM block on P-256, real line"
-        " breaks, at most 16384 bytes",
-        "signs access tokens (ES256); never generated at startup: make one with"
-        " `angelos oauth signing-key` and keep it in the secret manager",
-        secret=True,
-        in_env_file=False,
-    ),
-    Variable(
-        "ANGELOS_OAUTH_SIGNING_KEY_ID",
-        "oauth",
-        "unset (required in first-party mode)",
-        "1-128 bytes after trimming, no control characters",
-        "the `kid` of the signing key; a new one with every new key, never reused",
-    ),
-    Variable(
-        "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON",
-        "oauth",
-        "none",
-        "a JSON object of at most 4 `kid`: `PUBLIC KEY` PEM (P-256) members, at most 32768"
-        " bytes; no `kid` equal to `ANGELOS_OAUTH_SIGNING_KEY_ID`",
-        "retiring public keys still published for key rotation: publish the next key here"
-        " first, switch, then keep the old one here until its tokens (5 minutes) expired",
-    ),
-    Variable(
-        "ANGELOS_OAUTH_CLIENTS_JSON",
-        "oauth",
-        "none",
-        "a strict JSON array (at most 32768 bytes, no names repeated even in other letter case)"
-        ' of 1-16 `{"client_id", "client_name", "redirect_uris"}`; required unless the'
-        " ChatGPT switch is on. `client_id` 1-512 bytes, unique, not the ChatGPT URL;"
-        " `client_name` 1-128 bytes; 1-8 unique `https` redirect URIs on a public DNS name,"
-        " port absent or 443, no fragment, userinfo, `%`, dot segments or bare `?`, and no"
-        " `code`, `error`, `error_description`, `state` or `iss` in the query",
-        "the public clients (PKCE S256, no secret) that may ask the owner for access, e.g."
-        ' `[{"client_id":"angelos-claude","client_name":"Claude","redirect_uris":'
-        '["https://claude.ai/api/mcp/auth_callback"]}]`; removing one revokes its access',
-    ),
-    Variable(
-        "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED",
-        "oauth",
-        "off",
-        "`1` is on",
-        "accepts ChatGPT by its pinned client-metadata document"
-        " (`https://chatgpt.com/oauth/client.json`)",
-    ),
-    Variable(
-        "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH",
-        "oauth",
-        "unset",
-        "64 lower-case hex characters",
-        "allows enrolling the owner's first passkey with the token whose SHA-256 this is (from"
-        " `angelos oauth bootstrap-token`); remove it after enrollment",
-    ),
+    *OAUTH_VARIABLES,
     Variable(
         "ANGELOS_REDIS_REST_URL",
         "refused",
@@ -533,14 +382,14 @@ VARIABLES: Final = (
         "GOOGLE_CLIENT_ID",
         "refused",
         "unset",
-        _TOKEN + "; only with gmail and `google_oauth2`",
+        TOKEN_RULE + "; only with gmail and `google_oauth2`",
         "Google OAuth login, which this release refuses",
     ),
     Variable(
         "GOOGLE_CLIENT_SECRET",
         "refused",
         "unset",
-        _TOKEN + "; only with gmail and `google_oauth2`",
+        TOKEN_RULE + "; only with gmail and `google_oauth2`",
         "Google OAuth login, which this release refuses",
         secret=True,
     ),
@@ -548,7 +397,7 @@ VARIABLES: Final = (
         "GOOGLE_REFRESH_TOKEN",
         "refused",
         "unset",
-        _TOKEN + "; only with gmail and `google_oauth2`",
+        TOKEN_RULE + "; only with gmail and `google_oauth2`",
         "Google OAuth login, which this release refuses",
         secret=True,
     ),
@@ -563,7 +412,7 @@ VARIABLES: Final = (
         "MICROSOFT_CLIENT_SECRET",
         "refused",
         "unset",
-        _TOKEN + "; only with `MAIL_PROVIDER=microsoft`",
+        TOKEN_RULE + "; only with `MAIL_PROVIDER=microsoft`",
         "Microsoft Graph, which this release refuses",
         secret=True,
     ),
@@ -571,7 +420,7 @@ VARIABLES: Final = (
         "MICROSOFT_REFRESH_TOKEN",
         "refused",
         "unset",
-        _TOKEN + "; only with `MAIL_PROVIDER=microsoft`",
+        TOKEN_RULE + "; only with `MAIL_PROVIDER=microsoft`",
         "Microsoft Graph, which this release refuses",
         secret=True,
     ),
