@@ -348,3 +348,25 @@ async def test_the_server_refuses_an_enrolment_whose_user_was_not_verified(
         assert 0 == outcome["flags"] & UV_FLAG
         assert (400, {"error": "passkey_refused"}) == (outcome["status"], outcome["body"])
         assert None is await server.store.load_owner()
+
+
+async def test_a_signed_in_owner_adds_a_second_passkey_from_the_grants_page(
+    services: Services,
+) -> None:
+    tls = services.dir / "tls"
+    async with first_party(services) as server, browser(trust=tls / "server.crt") as chromium:
+        page = await chromium.open_page()
+        await page.add_virtual_authenticator(user_verified=True)
+        _, challenge = pkce_pair()
+        await enrol_and_sign_in(server, page, challenge)
+        await page.goto(f"{server.issuer}/oauth/grants")
+        # Another device: the first one already holds a passkey for this owner, and the
+        # ceremony excludes it.
+        await page.remove_virtual_authenticator()
+        await page.add_virtual_authenticator(user_verified=True)
+        async with page.navigation():  # the page reloads once the passkey is saved
+            await page.click("#add-passkey button")
+        passkeys = await page.evaluate("document.getElementById('passkeys').textContent")
+        owner = await server.store.load_owner()
+        assert ("2 passkeys enrolled.", 1) == (passkeys, len(await page.credentials()))
+        assert owner is not None and 2 == len(owner.credentials)

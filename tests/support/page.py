@@ -205,6 +205,14 @@ class Page:
         self._authenticator = str(result["authenticatorId"])
         return self._authenticator
 
+    async def remove_virtual_authenticator(self) -> None:
+        """Detach the authenticator (another device can then be attached)."""
+        await self._send(
+            "WebAuthn.removeVirtualAuthenticator",
+            {"authenticatorId": self._require_authenticator()},
+        )
+        self._authenticator = None
+
     async def set_user_verified(self, verified: bool) -> None:
         """Make the authenticator's next user verification succeed or fail."""
         await self._send(
