@@ -131,5 +131,6 @@ def serve_http(config: Config, host: str, port: int, owner: str | None) -> int:
     asyncio.run(run_http(config, host, port, owner))
     return 0
 
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -38,8 +38,7 @@ SEND_OFF = Blocker(
 )
 NO_STATUS_STORE = Blocker(
     "store",
-    "send status needs a durable send store; unavailable status is not proof that nothing "
-    "was sent",
+    "send status needs a durable send store; unavailable status is not proof that nothing was sent",
 )
 GRAPH_DELETE = "permanent deletion is unsupported for Microsoft Graph"
 NO_UID_EXPUNGE = "permanent deletion needs UIDPLUS (UID EXPUNGE), which this server lacks"

@@ -17,3 +17,11 @@ def decode_b64url(text: str) -> bytes | None:
     if base64.urlsafe_b64encode(data).rstrip(b"=") != text.encode("ascii"):
         return None
     return data
+
+
+def encodes_bytes(text: str, size: int) -> bool:
+    """Tell whether `text` is the canonical unpadded base64url spelling of exactly `size` bytes."""
+    if len(text) != -(-size * 4 // 3):
+        return False
+    raw = decode_b64url(text)
+    return raw is not None and len(raw) == size

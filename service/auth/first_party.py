@@ -12,10 +12,10 @@ import re
 from typing import Final, Protocol
 
 from service.auth.jwt import Claims, TokenRejected
+from service.config._rules import SCOPE_ORDER
 
 MAX_LIFETIME_S: Final = 300
 MAX_ID_BYTES: Final = 512
-SCOPE_ORDER: Final = ("mail.read", "mail.write", "mail.send")
 _NO_WHITESPACE = re.compile(r"\S+")
 
 

@@ -27,15 +27,11 @@ FETCH_TIMEOUT_S: Final = 5.0
 log = structlog.get_logger("angelos.auth")
 
 
-class KeyFetchFailed(Exception):
-    """The key set could not be fetched; the message is a short, value-free reason."""
-
-
 class KeySource(Protocol):
     """Where the key set's JSON document comes from."""
 
     async def fetch(self) -> bytes:
-        """Return the JWKS document or raise KeyFetchFailed."""
+        """Return the JWKS document or raise FetchFailed."""
         ...
 
     async def aclose(self) -> None:
@@ -53,12 +49,8 @@ class HttpsKeySource:
         )
 
     async def fetch(self) -> bytes:
-        """Fetch the document; every failure is KeyFetchFailed with a short reason."""
-        try:
-            return (await self.client.get(self.url)).body
-        except FetchFailed as failed:
-            reason = str(failed)
-        raise KeyFetchFailed(f"JWKS: {reason}")
+        """Fetch the document; every failure is FetchFailed with a short reason."""
+        return (await self.client.get(self.url)).body
 
     async def aclose(self) -> None:
         """Close the HTTP session."""
@@ -115,7 +107,7 @@ class KeyCache:
             try:
                 # A hostile 256 KiB document takes ~50 ms to refuse: too close to the loop budget.
                 keys = await off_loop(parse_jwks, await self.source.fetch())
-            except (KeyFetchFailed, JwksError) as exc:
+            except (FetchFailed, JwksError) as exc:
                 log.warning("jwks_refresh_failed", reason=str(exc))
                 return None
             self._keys, self._fetched_at = keys, self.clock()

@@ -7,17 +7,18 @@ to an unvalidated destination); after that, errors go back to the client's redir
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 from urllib.parse import parse_qsl, urlencode
 
 import msgspec
 
+from service.auth.b64url import encodes_bytes
+from service.config._rules import parse_scope_list
+
 MAX_QUERY_BYTES: Final = 8192
 MAX_STATE_BYTES: Final = 1024
 MAX_SCOPE_CHARS: Final = 64
-SCOPE_ORDER: Final = ("mail.read", "mail.write", "mail.send")
 FORBIDDEN_PARAMETERS: Final = (
     "request",
     "request_uri",
@@ -25,7 +26,6 @@ FORBIDDEN_PARAMETERS: Final = (
     "client_assertion",
     "client_assertion_type",
 )
-_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]")  # 32 bytes, canonical last char
 
 
 class RegisteredClient(Protocol):
@@ -58,14 +58,9 @@ class AuthorizeRefusal(msgspec.Struct, frozen=True):
 
 def parse_scope(value: str | None) -> tuple[str, ...] | None:
     """Return the requested scopes in canonical order, or None when the string is not valid."""
-    if value is None or not value or len(value) > MAX_SCOPE_CHARS:
+    if value is None or len(value) > MAX_SCOPE_CHARS:
         return None
-    items = value.split(" ")  # single spaces only: "" items reveal doubled or edge spaces
-    if any(item not in SCOPE_ORDER for item in items) or len(set(items)) != len(items):
-        return None
-    if "mail.read" not in items:
-        return None
-    return tuple(scope for scope in SCOPE_ORDER if scope in items)
+    return parse_scope_list(value)  # the same rule as the configured scope lists
 
 
 def single_valued(query: str) -> dict[str, str] | None:
@@ -108,7 +103,8 @@ def _redirected_error(params: Mapping[str, str], state: str | None, resource: st
     if params.get("resource") != resource:
         return "invalid_target"
     challenge = params.get("code_challenge", "")
-    if params.get("code_challenge_method") != "S256" or not _CHALLENGE.fullmatch(challenge):
+    # An S256 challenge is the base64url of a 32-byte SHA-256 digest.
+    if params.get("code_challenge_method") != "S256" or not encodes_bytes(challenge, 32):
         return "invalid_request"
     if params.get("response_mode", "query") != "query":
         return "invalid_request"

@@ -8,9 +8,11 @@ from typing import Final
 
 import msgspec
 
+from service.auth.b64url import encodes_bytes
 from service.oauth.authorize_request import RegisteredClient, parse_scope, single_valued
 
 MAX_BODY_BYTES: Final = 16384
+SECRET_BYTES: Final = 32  # codes and refresh tokens: 32 random bytes, base64url
 FORBIDDEN_PARAMETERS: Final = (
     "client_secret",
     "client_assertion",
@@ -19,7 +21,6 @@ FORBIDDEN_PARAMETERS: Final = (
     "username",
     "password",
 )
-_SECRET_43 = re.compile(r"[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]")  # 32 random bytes, canonical
 _VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}")
 
 
@@ -87,7 +88,7 @@ def _code_exchange(form: Mapping[str, str], client: RegisteredClient) -> CodeExc
         return TokenError(400, "invalid_request")
     code, verifier = form.get("code", ""), form.get("code_verifier", "")
     redirect_uri = form.get("redirect_uri", "")
-    if not _SECRET_43.fullmatch(code) or not _VERIFIER.fullmatch(verifier):
+    if not encodes_bytes(code, SECRET_BYTES) or not _VERIFIER.fullmatch(verifier):
         return TokenError(400, "invalid_grant")
     if redirect_uri not in client.redirect_uris:
         return TokenError(400, "invalid_grant")
@@ -98,7 +99,7 @@ def _refresh(form: Mapping[str, str], client: RegisteredClient) -> RefreshReques
     if any(name in form for name in ("code", "code_verifier", "redirect_uri")):
         return TokenError(400, "invalid_request")
     token = form.get("refresh_token", "")
-    if not _SECRET_43.fullmatch(token):
+    if not encodes_bytes(token, SECRET_BYTES):
         return TokenError(400, "invalid_grant")
     scopes = None
     if "scope" in form:

@@ -34,9 +34,7 @@ async def capabilities(
         send_enabled=not send_off,
         smtp_stores_sent=app.smtp_stores_sent or server.smtp_stores_sent,
         readiness=report,
-        permanent_delete_restriction=(
-            GMAIL_DELETE_RESTRICTION if server.gmail_labels else UNSET
-        ),
+        permanent_delete_restriction=(GMAIL_DELETE_RESTRICTION if server.gmail_labels else UNSET),
         send_disabled_reason=send_off[0].reason if send_off else UNSET,
     )
 

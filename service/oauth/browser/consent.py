@@ -6,7 +6,8 @@ from typing import Final
 
 from aiohttp import web
 
-from service.oauth.authorize_request import SCOPE_ORDER, redirect_with, single_valued
+from service.config import SCOPE_ORDER
+from service.oauth.authorize_request import redirect_with, single_valued
 from service.oauth.store import GrantLimitReached, OAuthStore
 from service.oauth.store.records import PendingConsent
 

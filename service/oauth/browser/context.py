@@ -81,36 +81,30 @@ def page_refusal(refusal: Refusal) -> web.Response:
     return error_page(refusal.status, MESSAGES.get(refusal.reason, "This request was refused."))
 
 
-def json_endpoint(handler: Handler) -> Handler:
-    """Map rate limits to 429 and store trouble to 503, as JSON."""
+def _endpoint(handler: Handler, refuse: Callable[[Refusal], web.Response]) -> Handler:
+    """Map rate limits to 429 (with Retry-After) and store trouble to 503, rendered by `refuse`."""
 
     async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
         except Limited:
-            answer = json_refusal(Refusal(429, "rate_limited"))
+            answer = refuse(Refusal(429, "rate_limited"))
             answer.headers["Retry-After"] = RETRY_AFTER_S
             return answer
         except (StoreError, Unavailable):
-            return json_refusal(Refusal(503, "unavailable"))
+            return refuse(Refusal(503, "unavailable"))
 
     return wrapped
+
+
+def json_endpoint(handler: Handler) -> Handler:
+    """The refusals of a JSON endpoint, as JSON."""
+    return _endpoint(handler, json_refusal)
 
 
 def page_endpoint(handler: Handler) -> Handler:
-    """Map rate limits to 429 and store trouble to 503, as pages."""
-
-    async def wrapped(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except Limited:
-            answer = page_refusal(Refusal(429, "rate_limited"))
-            answer.headers["Retry-After"] = RETRY_AFTER_S
-            return answer
-        except (StoreError, Unavailable):
-            return page_refusal(Refusal(503, "unavailable"))
-
-    return wrapped
+    """The refusals of a page, as pages."""
+    return _endpoint(handler, page_refusal)
 
 
 def see_other(location: str) -> web.Response:

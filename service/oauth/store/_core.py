@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 import redis.exceptions as rex
 
 from schemas.secret import Secret
-from service.auth.b64url import decode_b64url
+from service.auth.b64url import encodes_bytes
 
 from .errors import StoreCorrupt, StoreUnavailable
 from .keys import TOKEN_BYTES, OAuthKeys, sha256_hex
@@ -53,8 +53,7 @@ def reveal(value: Presented) -> str:
 
 def is_token(value: str) -> bool:
     """Say whether a presented value has the shape of our tokens (43 base64url characters)."""
-    raw = decode_b64url(value) if len(value) == 43 else None
-    return raw is not None and len(raw) == TOKEN_BYTES
+    return encodes_bytes(value, TOKEN_BYTES)
 
 
 class StoreCore:
