@@ -41,9 +41,11 @@ def refused(headers: CIMultiDictProxy[str], raw_path: str, issuer_authority: str
 
 
 def canonical_host_gate(
-    issuer_authority: str | None,
+    issuer: str | None,
 ) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
-    """Build the aiohttp middleware that refuses every request off the issuer's origin."""
+    """Build the aiohttp middleware that refuses every request off the issuer's origin
+    (`https://host[:port]`; None refuses everything)."""
+    issuer_authority = None if issuer is None else issuer.removeprefix("https://")
 
     @web.middleware
     async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -65,8 +65,7 @@ class FirstParty:
 
     def middlewares(self) -> list[Any]:
         """The canonical host gate for every route, then the OAuth headers."""
-        authority = self.config.issuer.removeprefix("https://")
-        return [canonical_host_gate(authority), oauth_headers]
+        return [canonical_host_gate(self.config.issuer), oauth_headers]
 
     def add_routes(self, web_app: web.Application) -> None:
         """Register the authorization server's routes."""

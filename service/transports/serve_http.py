@@ -86,8 +86,7 @@ def _bearer_principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
 def unconfigured_gate(config: Config) -> Any:
     """First-party mode that failed validation still answers only under the issuer's name (and
     nothing at all when the issuer itself is not a valid origin): no fallback."""
-    origin = config.first_party_origin
-    return canonical_host_gate(None if origin is None else origin.removeprefix("https://"))
+    return canonical_host_gate(config.first_party_origin)
 
 
 def _owner_browser() -> BrowserFactory:
