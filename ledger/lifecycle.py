@@ -40,8 +40,9 @@ State = Literal[
 STATES: Final[tuple[State, ...]] = get_args(State)
 TERMINAL_STATES: Final = frozenset({"REJECTED", "UNKNOWN", "EXPIRED", "FILED"})
 # Conditions that the data alone cannot decide: the deadline needs a clock, `append_sent` needs
-# the claim, and recovery needs an actor of kind `recovery:` (plus, in Redis, lease and grace).
-Need = Literal["", "deadline", "append_sent", "recovery"]
+# the claim, recovery needs an actor of kind `recovery:` (plus, in Redis, lease and grace), and
+# a quarantine needs that actor too (plus, in Redis, a recorded rollback halt).
+Need = Literal["", "deadline", "append_sent", "recovery", "halted"]
 
 Guard = tuple[tuple[str, tuple[str, ...]], ...]  # every (field, allowed values) must hold
 
@@ -52,6 +53,12 @@ class Rule(Struct, frozen=True):
     to: State
     when: tuple[Guard, ...] = ()
     need: Need = ""
+
+
+def _quarantine(last_lifecycle_type: str) -> Rule:
+    return Rule(
+        "UNKNOWN", when=((("last_lifecycle_type", (last_lifecycle_type,)),),), need="halted"
+    )
 
 
 _PRE_TERMINATOR = ("not_attempted", "connection", "authentication", "envelope", "data")
@@ -98,7 +105,26 @@ TRANSITIONS: Final[dict[tuple[State, str], Rule]] = {
     ("ACCEPTED", "sent_filing_started"): Rule("FILING", need="append_sent"),
     ("FILING", "sent_filing_succeeded"): Rule("FILED"),
     ("FILING", "sent_filing_failed"): Rule("FILED"),
+    # After a rollback an open send's recorded state may be older than the truth: it ends as
+    # unknown, is never claimed again and is never classified as "provably not sent".
+    ("PREPARED", "rollback_quarantined"): _quarantine("prepared"),
+    ("CLAIMED", "rollback_quarantined"): _quarantine("claimed"),
+    ("ATTEMPTING", "rollback_quarantined"): _quarantine("smtp_attempt_started"),
+    ("COMMITTED", "rollback_quarantined"): _quarantine("smtp_commit_point"),
 }
+# While a rollback halt is recorded the store refuses these events: each would either start a
+# send (a preparation, a claim, a network step) or conclude from a history that may be
+# incomplete that something was not sent (recovery's classifications, an expiry).
+HALT_BLOCKED: Final = frozenset(
+    {
+        "prepared",
+        "claimed",
+        "smtp_attempt_started",
+        "smtp_commit_point",
+        "recovery_classified",
+        "expired",
+    }
+)
 
 
 class Lifecycle(Struct, frozen=True, kw_only=True):
@@ -167,7 +193,7 @@ def _check_need(lifecycle: Lifecycle, rule: Rule, event: Event, srv_ms: int | No
     elif rule.need == "append_sent":
         if lifecycle.claimed is None or not lifecycle.claimed.append_sent:
             raise InvalidTransition(state, kind, "the claim did not ask for a Sent copy")
-    elif rule.need == "recovery" and not event.actor.startswith("recovery:"):
+    elif rule.need in ("recovery", "halted") and not event.actor.startswith("recovery:"):
         raise InvalidTransition(state, kind, "only recovery may classify a dispatch")
 
 

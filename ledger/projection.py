@@ -27,6 +27,7 @@ from schemas.ledger_events import (
     DispatchAborted,
     PublicStatus,
     RecoveryClassified,
+    RollbackQuarantined,
     SentFiling,
     SentFilingFailed,
     SentFilingSucceeded,
@@ -136,6 +137,8 @@ def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
 
 def _stage(lifecycle: Lifecycle) -> str | None:
     terminal = lifecycle.terminal
+    if isinstance(terminal, RollbackQuarantined):
+        return "store_rollback"
     if isinstance(
         terminal,
         DispatchAborted | SmtpRejected | SmtpAccepted | SmtpOutcomeUnknown | RecoveryClassified,

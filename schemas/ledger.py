@@ -248,6 +248,7 @@ PUBLIC_STAGES: Final = frozenset(
         "graph_submission",
         "not_attempted",
         "interrupted",
+        "store_rollback",
     }
 )
 
@@ -280,3 +281,4 @@ class SelfCheckReport(Struct, frozen=True, kw_only=True):
     durability_mode: Literal["aof_always", "waitaof", "provider_managed", "none"]
     version: str
     waitaof: bool
+    store_id: str = ""  # the ledger's id (meta.store_id), known when the check read the meta

@@ -189,6 +189,7 @@ class SentFilingFailed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=T
         "timeout",
         "provider_stores_sent",
         "process_lost",
+        "store_unavailable",  # the filing start was not known to be recorded: no APPEND was made
     ]
 
 
@@ -207,6 +208,20 @@ class RecoveryClassified(_Data, frozen=True, forbid_unknown_fields=True, kw_only
     stage: Literal["not_attempted", "interrupted", "acknowledgement", "graph_submission"]
     claim_age_ms: Int53
     last_lifecycle_type: Literal["claimed", "smtp_attempt_started", "smtp_commit_point"]
+
+
+class RollbackQuarantined(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The store lost acknowledged writes: this open send's state cannot be trusted, so it ends.
+
+    Written only while the ledger is halted for a detected rollback. The preparation may have
+    been claimed, even sent, in the history the store forgot; it is never claimed again.
+    """
+
+    TYPE = "rollback_quarantined"
+    last_lifecycle_type: Literal["prepared", "claimed", "smtp_attempt_started", "smtp_commit_point"]
+    detected_ms: Int53  # Redis time of the detection
+    store_clock: Int53  # the store's lifecycle clock when the rollback was found
+    witness_clock: Int53  # the highest clock a process had seen and kept outside the store
 
 
 class ConfirmRefused(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -258,6 +273,7 @@ EventData = (
     | SentFilingFailed
     | Expired
     | RecoveryClassified
+    | RollbackQuarantined
     | ConfirmRefused
     | DuplicateConfirm
     | DispatchQueued
@@ -279,6 +295,7 @@ DATA_CLASSES: Final[dict[str, type[_Data]]] = {
         SentFilingFailed,
         Expired,
         RecoveryClassified,
+        RollbackQuarantined,
         ConfirmRefused,
         DuplicateConfirm,
         DispatchQueued,
@@ -294,6 +311,7 @@ DISPATCH_TERMINAL_TYPES: Final = frozenset(
         "smtp_rejected",
         "smtp_outcome_unknown",
         "recovery_classified",
+        "rollback_quarantined",
     }
 )
 FILING_RESULT_TYPES: Final = frozenset({"sent_filing_succeeded", "sent_filing_failed"})
@@ -311,6 +329,7 @@ EventType = Literal[
     "sent_filing_failed",
     "expired",
     "recovery_classified",
+    "rollback_quarantined",
     "confirm_refused",
     "duplicate_confirm",
     "dispatch_queued",

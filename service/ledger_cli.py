@@ -4,8 +4,9 @@ Every command reads the same environment as `angelos serve` (ANGELOS_REDIS_URL, 
 HMAC key, grace, retention), completed from `--env-file PATH` or ANGELOS_ENV_FILE like serve's;
 a refused env file stops every command, since the rest might name another store. All of them
 only read, except `recover`, which runs one recovery pass (the same code as the servers'
-background task; `--dry-run` writes nothing). Text output is for people; `--json` is for
-machines. Exit status: 0 clean, 1 findings, 2 usage or configuration, 3 store unreachable.
+background task; `--dry-run` writes nothing) and `acknowledge-rollback`, which a person runs
+after the store went back in time (service/rollback_cli.py). Text output is for people; `--json`
+is for machines. Exit status: 0 clean, 1 findings, 2 usage or configuration, 3 store unreachable.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ from ledger.store.ledger_store import LedgerStore
 from schemas.errors import MailError
 from schemas.ledger import LedgerUnavailable
 from service.config import Config, StoreConfig
+from service.rollback_cli import (
+    acknowledge_rollback,
+    attach_local_witness,
+    describe,
+    rollback_findings,
+    store_id_of,
+)
 from service.sending import open_store
 
 ENV_FILE_HELP = "also read NAME=value settings from this file (the environment wins)"
@@ -63,9 +71,14 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
     replay.add_argument("--skew-ms", type=int, default=DEFAULT_SKEW_MS)
     recover = sub.add_parser("recover", help="run one recovery pass (never resends)")
     recover.add_argument("--dry-run", action="store_true", help="decide, but write nothing")
+    acknowledge = sub.add_parser(
+        "acknowledge-rollback",
+        help="after the store went back in time: quarantine what is open, let sending resume",
+    )
     for command in (verify, show, listing, export, replay, recover):
         command.add_argument("--json", action="store_true", help="machine-readable output")
         command.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    for command in (verify, show, listing, export, replay, recover, acknowledge):
         command.add_argument("--env-file", metavar="PATH", help=ENV_FILE_HELP)
 
 
@@ -91,6 +104,7 @@ def run_ledger(args: argparse.Namespace, config: Config) -> int:
         "list": _list,
         "export": _export,
         "recover": _recover,
+        "acknowledge-rollback": _acknowledge,
     }
     command = commands[args.ledger_command]
     return asyncio.run(_with_store(store_config, lambda store: command(args, store)))
@@ -110,6 +124,7 @@ async def _with_store(
         )
         return UNREACHABLE
     try:
+        attach_local_witness(store, store_config.data_dir, await store_id_of(store))
         return await body(store)
     except LedgerUnavailable:
         print("angelos ledger: the ledger store did not answer", file=sys.stderr)
@@ -145,6 +160,7 @@ async def _verify(args: argparse.Namespace, store: LedgerStore) -> int:
     summary = await verify_ledger(
         reader, rules_for(store, now, args.skew_ms), meta_key_id=key_id, progress=progress
     )
+    summary.findings += await rollback_findings(store)
     progress.done()
     if args.json:
         _print_json(_summary_json(summary))
@@ -259,6 +275,10 @@ async def _recover(args: argparse.Namespace, store: LedgerStore) -> int:
     return FINDINGS if any(d.action == "corrupt" for d in report.decisions) else OK
 
 
+async def _acknowledge(args: argparse.Namespace, store: LedgerStore) -> int:
+    return OK if await acknowledge_rollback(store) == 0 else FINDINGS
+
+
 def replay_file(args: argparse.Namespace, store_config: StoreConfig) -> int:
     """`angelos ledger replay FILE`: verify and project an export, no Redis needed."""
     try:
@@ -342,6 +362,8 @@ def _print_summary(summary: LedgerAudit, out: TextIO) -> None:
 
 
 def _print_recovery(report: RecoveryReport) -> None:
+    if report.halt is not None:
+        print(f"{describe(report.halt)}: open sends are quarantined, not classified")
     mode = "dry run: nothing written" if report.dry_run else "recovery pass"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counts().items())) or "nothing to do"
     print(f"{mode} (grace {report.grace_ms // 1000} s): {counts}")

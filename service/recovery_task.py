@@ -17,7 +17,11 @@ log = structlog.get_logger("angelos.recovery")
 
 
 class RecoveryTask:
-    """Run a recovery pass every interval until stopped; a failed pass is logged and retried."""
+    """Run a recovery pass every interval until stopped; a failed pass is logged and retried.
+
+    `wake` starts the next pass at once: the store monitor calls it when the store's state
+    changes, so a detected rollback is quarantined without waiting for the interval.
+    """
 
     def __init__(self, recoverer: Recoverer, interval_s: float) -> None:
         self.recoverer = recoverer
@@ -25,6 +29,11 @@ class RecoveryTask:
         self.passes = 0
         self.last: RecoveryReport | None = None
         self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Run the next pass now."""
+        self._wake.set()
 
     def start(self) -> None:
         """Start the loop in the background."""
@@ -38,9 +47,14 @@ class RecoveryTask:
                 await self._task
             self._task = None
 
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
     async def _loop(self) -> None:
         # A random first delay spreads the passes of processes started together.
-        await asyncio.sleep(random.uniform(0.1, 1.0) * self.interval_s)
+        await self._pause(random.uniform(0.1, 1.0) * self.interval_s)
         while True:
             try:
                 self.last = await self.recoverer.run_once()
@@ -49,7 +63,7 @@ class RecoveryTask:
             except Exception:  # never let the loop die; the next pass tries again
                 log.exception("recovery_pass_crashed")
             self.passes += 1
-            await asyncio.sleep(self.interval_s)
+            await self._pause(self.interval_s)
 
 
 def start_recovery(store_config: StoreConfig | None, sending: Sending) -> RecoveryTask | None:
@@ -59,5 +73,7 @@ def start_recovery(store_config: StoreConfig | None, sending: Sending) -> Recove
     if sending.report is None or not sending.report.usable:
         return None
     task = RecoveryTask(Recoverer(sending.store), store_config.recovery_interval_s)
+    if sending.monitor is not None:
+        sending.monitor.listeners.append(task.wake)
     task.start()
     return task

@@ -1,4 +1,9 @@
-"""The send side of one server process: ledger store, self-check, lease and dispatcher."""
+"""The send side of one server process: ledger store, self-check, monitor, lease, dispatcher.
+
+Sending is usable only while the store keeps every acknowledged write and has not gone back in
+time; the monitor re-reads that on every new connection and every lease refresh, so `usable`
+and `reason` are read at call time, never fixed at start.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,19 @@ from dataclasses import dataclass
 
 import structlog
 
+from ledger.dispatch.closer import Closer
+from ledger.dispatch.journal import Journal
 from ledger.dispatch.pipeline import Dispatcher
 from ledger.dispatch.writes import DispatchSettings
 from ledger.ids import new_id
 from ledger.store.connection import connect
 from ledger.store.embedded import EmbeddedError, EmbeddedRedis, start_embedded
+from ledger.store.keys import LedgerKeys
 from ledger.store.lease import Lease
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
+from ledger.store.monitor import StoreMonitor
 from ledger.store.selfcheck import SelfCheckOptions, self_check
+from ledger.store.witness import Witness, WitnessError
 from providers.mailbox import Mailbox
 from providers.smtp import SmtpPool, SmtpSettings, validate_submission
 from schemas import errors
@@ -34,22 +44,37 @@ class Sending:
     report: SelfCheckReport | None = None
     dispatcher: Dispatcher | None = None
     embedded: EmbeddedRedis | None = None
-    reason: str = "no durable send store is configured"
+    monitor: StoreMonitor | None = None
+    journal: Journal | None = None
+    problem: str = "no durable send store is configured"  # what kept the dispatcher from arming
 
     @property
     def usable(self) -> bool:
-        """Tell whether preparations and dispatches may use the store."""
-        return self.dispatcher is not None
+        """Tell whether preparations and dispatches may use the store now."""
+        return self.dispatcher is not None and not self.reason
+
+    @property
+    def reason(self) -> str:
+        """Say why sending is off right now ("" when it is on)."""
+        if self.problem:
+            return self.problem
+        return "" if self.monitor is None else self.monitor.blocked
 
     async def aclose(self) -> None:
         """Let running dispatches finish, release the lease, then close the store."""
         if self.dispatcher is not None:
             await self.dispatcher.drain(self.dispatcher.settings.tool_deadline_s)
+            await self.dispatcher.closer.wait_idle(2.0)
+            await self.dispatcher.closer.stop()  # what is still owed stays in the journal
             await self.dispatcher.lease.stop()
             await self.dispatcher.submitter.aclose()
+        if self.journal is not None:
+            self.journal.close()
         if self.store is not None:
             with contextlib.suppress(Exception):
                 await self.store.client.aclose()
+            if self.store.witness is not None:
+                self.store.witness.close()
         if self.embedded is not None:
             await self.embedded.stop()
 
@@ -120,45 +145,88 @@ class MailboxSentFiler:
         return SentFilingSucceeded(destination_known=False)
 
 
-async def open_store(store: StoreConfig) -> tuple[LedgerStore, EmbeddedRedis | None]:
-    """Connect to the configured Redis, or start the embedded one."""
+def durability_options(store: StoreConfig) -> SelfCheckOptions:
+    """The operator's durability assertions and WAITAOF settings."""
+    return SelfCheckOptions(
+        provider_managed=store.fsync_provider_managed,
+        assume_noeviction=store.assume_noeviction,
+        waitaof_replicas=store.waitaof_replicas,
+        fsync_timeout_ms=store.fsync_timeout_ms,
+    )
+
+
+async def open_store(
+    store: StoreConfig, monitor: StoreMonitor | None = None
+) -> tuple[LedgerStore, EmbeddedRedis | None]:
+    """Connect to the configured Redis, or start the embedded one; the monitor (if any) reads
+    every new connection before it carries a command."""
+    hook = None if monitor is None else monitor.on_connect
     embedded = None
     if store.mode == "embedded":
-        embedded = await start_embedded(store.data_dir)
+        embedded = await start_embedded(store.data_dir, on_connect=hook)
         client = embedded.client
     else:
         assert store.url is not None
-        client = connect(store.url.reveal())
+        # A reply may take as long as WAITAOF's own timeout, where the server has it.
+        extra = store.fsync_timeout_ms / 1000
+        client = connect(store.url.reveal(), on_connect=hook, extra_timeout_s=extra)
     return LedgerStore(client, ledger_settings(store)), embedded
+
+
+def attach_witness(store: LedgerStore, data_dir: str, store_id: str) -> None:
+    """Give the store this host's rollback witness of its ledger (WitnessError if it cannot)."""
+    store.witness = Witness.open(data_dir, store.settings.namespace, store_id)
 
 
 async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
     """Open the store, run its startup self-check, and arm the dispatcher when all is well."""
     store_config = config.store
     if store_config is None or store_config.mode == "off":
-        return Sending(reason="no durable send store is configured")
+        return Sending(problem="no durable send store is configured")
+    options = durability_options(store_config)
+    monitor = StoreMonitor(LedgerKeys(store_config.namespace), options.durability)
     try:
-        store, embedded = await open_store(store_config)
+        store, embedded = await open_store(store_config, monitor)
     except EmbeddedError as exc:
         log.warning("send disabled: the embedded store did not start")
-        return Sending(reason=f"the embedded ledger store did not start: {exc}")
-    options = SelfCheckOptions(
-        provider_managed=store_config.fsync_provider_managed,
-        assume_noeviction=store_config.assume_noeviction,
-        waitaof_replicas=store_config.waitaof_replicas,
-        fsync_timeout_ms=store_config.fsync_timeout_ms,
-    )
+        return Sending(problem=f"the embedded ledger store did not start: {exc}")
     report = await self_check(store.client, options, store=store)
-    sending = Sending(store=store, report=report, embedded=embedded, reason=report.reason)
+    sending = Sending(store=store, report=report, embedded=embedded, problem=report.reason)
     if not report.usable:
         log.warning("send disabled: durable store configuration is incomplete")
         return sending
+    monitor.waitaof = report.waitaof
+    try:
+        attach_witness(store, store_config.data_dir, report.store_id)
+    except WitnessError as exc:
+        log.warning("send disabled: the rollback witness cannot be kept")
+        sending.problem = f"{exc} (ANGELOS_DATA_DIR must be a writable directory)"
+        return sending
+    monitor.witness = store.witness
+    sending.monitor = monitor
+    await monitor.check(store.client)  # with the witness: a rollback is caught before any claim
     mail = config.mail
     if mail is None or mail.password is None or mailbox is None:
-        sending.reason = "the mailbox is not configured"
+        sending.problem = "the mailbox is not configured"
         return sending
-    lease = Lease(store, store_config.dispatcher_lease_ms, store_config.dispatcher_lease_refresh_ms)
+    lease = Lease(
+        store,
+        store_config.dispatcher_lease_ms,
+        store_config.dispatcher_lease_refresh_ms,
+        monitor,
+    )
     await lease.start()
+    try:
+        sending.journal = Journal.open(
+            store_config.data_dir, f"{store_config.namespace}-{report.store_id}",
+            lease.dispatcher_id,
+        )  # fmt: skip
+    except OSError:  # the closer still keeps what it owes in memory
+        log.error("send_journal_unavailable")
+    closer = Closer(store, sending.journal)
+    if sending.journal is not None:
+        for intent in await sending.journal.adopt():  # what processes that are gone still owed
+            closer.adopt(intent)
     sender = mail.from_addr
 
     def validate(envelope: Envelope, raw: bytes) -> None:
@@ -172,6 +240,8 @@ async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
         filer=MailboxSentFiler(mailbox),
         settings=dispatch_settings(store_config, report),
         instance_id=new_id(),
+        closer=closer,
+        monitor=monitor,
     )
-    sending.reason = ""
+    sending.problem = ""
     return sending

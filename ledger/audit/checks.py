@@ -92,6 +92,7 @@ def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) ->
         answer.status,
         flagged=bool(findings),
         late=late,
+        rollback=answer.stage == "store_rollback",
         state=lifecycle.state,
         claimed_srv_ms=lifecycle.claimed_srv_ms,
         filing_srv_ms=lifecycle.filing_srv_ms,
@@ -196,6 +197,7 @@ def investigate_reason(
     *,
     flagged: bool,
     late: bool,
+    rollback: bool = False,
     state: str,
     claimed_srv_ms: int | None,
     filing_srv_ms: int | None,
@@ -206,6 +208,8 @@ def investigate_reason(
         return "integrity findings"
     if late:
         return "late outcome observed after recovery"
+    if rollback:
+        return "quarantined after a store rollback: may have been sent"
     if status == "unknown":
         return "outcome unknown: may have been sent"
     if status == "sending" and _older(claimed_srv_ms, rules):

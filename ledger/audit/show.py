@@ -21,6 +21,7 @@ from schemas.ledger_events import (
     LateOutcomeObserved,
     Prepared,
     RecoveryClassified,
+    RollbackQuarantined,
     SentFilingFailed,
     SentFilingSucceeded,
     SmtpAccepted,
@@ -90,6 +91,12 @@ def meaning(data: EventData) -> str:
         return f"Sent copy {data.outcome} ({data.reason})"
     if isinstance(data, RecoveryClassified):
         return f"recovery closed the abandoned dispatch: {data.classification}"
+    if isinstance(data, RollbackQuarantined):
+        return (
+            "quarantined: the ledger store lost acknowledged writes (its clock "
+            f"{data.store_clock} was behind {data.witness_clock}); whatever happened after "
+            f"{data.last_lifecycle_type} may be missing here"
+        )
     if isinstance(data, LateOutcomeObserved):
         return (
             f"late outcome: the dispatcher learned '{data.outcome}' after recovery had "
@@ -122,6 +129,12 @@ def conclusion(lifecycle: Lifecycle) -> str:
         return "attempt marker present, commit point absent: not submitted (so far)"
     if state == "COMMITTED":
         return "commit point present, no outcome yet: the message may have been submitted"
+    if isinstance(terminal, RollbackQuarantined):
+        return (
+            "the ledger store went back in time: this send may have been claimed and sent in "
+            "the history it forgot; it will never be sent by this service again. Check Sent "
+            "and the recipients, never resend automatically"
+        )
     if isinstance(terminal, RecoveryClassified):
         if terminal.classification == "not_attempted":
             return "attempt marker absent: the message was provably never sent"

@@ -9,7 +9,6 @@ recovery and a paused dispatcher fence each other (I5); nothing is ever retried 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import signal
@@ -20,15 +19,24 @@ import structlog
 from msgspec import UNSET
 
 from ledger.chain import verified_events
-from ledger.dispatch.outcomes import OutcomeStatus, finish, rejected, stage_of, status_of
+from ledger.dispatch.closer import CloseIntent, Closer
+from ledger.dispatch.outcomes import (
+    OutcomeStatus,
+    TerminalOutcome,
+    finish,
+    rejected,
+    stage_of,
+    status_of,
+)
 from ledger.dispatch.submitter import SentFiler, Slot, Submission, Submitter, Validator
 from ledger.dispatch.writes import Closed, DispatchSettings, Run, RunWriter
 from ledger.ids import new_id
-from ledger.lifecycle import TERMINAL_STATES, Lifecycle, fold
+from ledger.lifecycle import Lifecycle, fold
 from ledger.projection import project
 from ledger.store.answers import ClaimOutcome, Head
 from ledger.store.lease import Lease
 from ledger.store.ledger_store import LedgerStore, head_of
+from ledger.store.monitor import StoreMonitor
 from schemas import errors
 from schemas.digest import approval_digest
 from schemas.ledger import LedgerEntry, LedgerUnavailable, PreparedPayload, decode_payload
@@ -38,16 +46,17 @@ from schemas.ledger_events import (
     DispatchAborted,
     DispatchQueued,
     DuplicateConfirm,
+    LateOutcomeObserved,
     SentFilingFailed,
     SentFilingStarted,
     SmtpAttemptStarted,
     SmtpCommitPoint,
+    SmtpOutcomeUnknown,
     SmtpRejected,
 )
 from schemas.send import (
     NOTHING_SENT_WARNING,
     PENDING_WARNING,
-    PERSISTENCE_WARNING,
     SENT_COPY_WARNING,
     UNCERTAIN_WARNING,
     ReplayResult,
@@ -65,6 +74,19 @@ IntegrityProblem = Literal[
     "digest_mismatch", "id_mismatch", "payload_hash_mismatch", "transport_mismatch",
     "expired_at_dispatch",
 ]  # fmt: skip
+# What a dispatch that stopped before any connection owes, whether or not its attempt marker
+# landed: the first fits a stream still CLAIMED, the second one whose marker is there.
+NOT_ATTEMPTED = (
+    DispatchAborted(stage="not_attempted", reason="attempt_record_failed", network_contacted=False),
+    SmtpRejected(
+        stage="not_attempted", reply_code=0, enhanced_status="", network_contacted=False,
+        reason="aborted_before_connect",
+    ),
+)  # fmt: skip
+TERMINATOR_WITHHELD = SmtpRejected(
+    stage="data", reply_code=0, enhanced_status="", network_contacted=True,
+    reason="aborted_before_terminator",
+)  # fmt: skip
 
 
 class Dispatcher:
@@ -79,6 +101,9 @@ class Dispatcher:
         filer: SentFiler | None,
         settings: DispatchSettings,
         instance_id: str,
+        *,
+        closer: Closer | None = None,
+        monitor: StoreMonitor | None = None,
     ) -> None:
         self.store = store
         self.lease = lease
@@ -86,9 +111,11 @@ class Dispatcher:
         self.validate = validate
         self.filer = filer
         self.settings = settings
+        self.closer = closer or Closer(store)
         self.writes = RunWriter(
-            store, lease, settings, f"dispatcher:{lease.dispatcher_id}", f"api:{instance_id}"
-        )
+            store, lease, settings, f"dispatcher:{lease.dispatcher_id}", f"api:{instance_id}",
+            closer=self.closer, monitor=monitor,
+        )  # fmt: skip
         self._tasks: set[asyncio.Task[SendResult | ReplayResult]] = set()
 
     async def confirm(
@@ -125,6 +152,9 @@ class Dispatcher:
                 return await self._replay(run, entries, now)
             head = head_of(entries)
             assert head is not None
+            blocked = self.writes.blocked()
+            if blocked:  # the store is not durable, or went back in time: claim nothing
+                raise errors.DeploymentDisabled(f"{blocked}; nothing was sent")
             outcome = await self._claim(run, head)
             if outcome.result == "claimed":
                 blob = outcome.payload
@@ -168,13 +198,23 @@ class Dispatcher:
             confirmed_digest=run.digest,
             append_sent=run.append_sent,
         )
+        eid = new_id()
         try:
             # A reply lost after the claim landed answers `ack_lost` on the store's retry.
             return await self.store.claim(
                 run.pid, owner=run.owner, confirmed_digest=run.digest, head=head,
-                claimed=claimed, actor=self.writes.actor, eid=new_id(),
+                claimed=claimed, actor=self.writes.actor, eid=eid,
             )  # fmt: skip
         except LedgerUnavailable:
+            # The claim may have landed after all: then it is ours, its payload lost with the
+            # reply, and it is closed as not attempted once the store answers again.
+            aborted = DispatchAborted(
+                stage="not_attempted", reason="claim_ack_lost", network_contacted=False
+            )
+            await self.closer.keep(CloseIntent(
+                pid=run.pid, eid=new_id(), actor=self.writes.actor, events=(aborted,),
+                claim_eid=eid,
+            ))  # fmt: skip
             raise errors.OperationFailed(
                 "the send ledger did not answer the claim; nothing was sent. Check send_status "
                 "before deciding anything"
@@ -191,10 +231,15 @@ class Dispatcher:
         if outcome.result == "ack_lost" and outcome.head is not None:
             # We own the claim but never received the payload: provably nothing was sent.
             run.head = outcome.head
-            await self.writes.append(run, DispatchAborted(
+            await self.writes.close_or_replay(run, DispatchAborted(
                 stage="not_attempted", reason="claim_ack_lost", network_contacted=False
             ))  # fmt: skip
             return self._answer(run, "rejected", "not_attempted", NOTHING_SENT_WARNING)
+        if outcome.result == "halted":
+            raise errors.DeploymentDisabled(
+                "the ledger store went back in time (acknowledged writes were lost); sending is "
+                "off until a person acknowledges it; nothing was sent"
+            )
         raise errors.OperationFailed(GENERIC_REFUSAL)
 
     async def _replay(self, run: Run, entries: list[LedgerEntry], now: int) -> ReplayResult:
@@ -217,7 +262,7 @@ class Dispatcher:
                 return await self._abort(run, "not_attempted", "durability_unconfirmed")
             payload, problem = self._integrity(run, blob, lifecycle)
             if payload is None:
-                await self.writes.append(run, DispatchAborted(
+                await self.writes.close_or_replay(run, DispatchAborted(
                     stage="integrity_validation", reason=problem, network_contacted=False
                 ))  # fmt: skip
                 raise errors.OperationFailed(
@@ -292,13 +337,16 @@ class Dispatcher:
             tls_mode=endpoint.tls_mode,
             auth=endpoint.auth,
         )
-        if not await self.writes.append_before_network(run, marker):
-            return await self._attempt_not_recorded(run)
+        if not await self.writes.gate(run, marker):
+            # Not known to be recorded and durable: never connect. Whether or not the marker
+            # landed, the closing event says so (the closer reads which state it must fit).
+            await self.writes.close_or_replay(run, *NOT_ATTEMPTED)
+            return self._answer(run, "rejected", "not_attempted", NOTHING_SENT_WARNING)
         await self._fault("after_attempt_started")
         try:
             submission = await slot.begin(envelope, payload.raw)
         except NotSent as exc:
-            await self.writes.append(run, rejected(exc))
+            await self.writes.close_or_replay(run, rejected(exc))
             return self._answer(run, "rejected", exc.stage)
         await self._fault("mid_body")
         return await self._commit(run, payload, submission)
@@ -312,25 +360,20 @@ class Dispatcher:
             wire_bytes=submission.wire_bytes,
             raw_sha256=hashlib.sha256(payload.raw).hexdigest(),
         )
-        if (
-            not self.writes.alive()
-            or elapsed >= room
-            or not await self.writes.append_before_network(run, point)
-        ):
+        if not self.writes.alive() or elapsed >= room or not await self.writes.gate(run, point):
             await submission.abort()
-            await self.writes.append(run, SmtpRejected(
-                stage="data", reply_code=0, enhanced_status="", network_contacted=True,
-                reason="aborted_before_terminator",
-            ))  # fmt: skip
+            await self.writes.close_or_replay(run, TERMINATOR_WITHHELD)
             return self._answer(run, "rejected", "data", NOTHING_SENT_WARNING)
         await self._fault("after_commit_point")
         outcome = await finish(submission)
         await self._fault("after_terminator")
         status = status_of(outcome)
-        if not await self.writes.persist_outcome(run, outcome):
-            run.warnings.append(PERSISTENCE_WARNING)
-            log.critical("send_outcome_not_recorded", pid=run.pid, outcome=status)
-        if status == "accepted" and run.append_sent and PERSISTENCE_WARNING not in run.warnings:
+        recorded = await self.writes.close(
+            run, outcome, late=_late(outcome), patience_s=self.settings.outcome_persist_window_s
+        )
+        if recorded == "later":
+            log.critical("send_outcome_not_recorded_yet", pid=run.pid, outcome=status)
+        if status == "accepted" and run.append_sent and recorded == "now":
             await self._file_sent(run, payload)
         if status == "unknown":
             run.warnings.append(UNCERTAIN_WARNING)
@@ -340,8 +383,14 @@ class Dispatcher:
         if self.filer is None:
             return
         try:
-            await self.writes.append(run, SentFilingStarted(mailbox_role="sent"))
+            started = await self.writes.gate(run, SentFilingStarted(mailbox_role="sent"))
         except Closed:
+            return
+        if not started:  # perhaps recorded: then its result is owed, and it is this
+            await self.writes.close(
+                run, SentFilingFailed(outcome="not_applied", reason="store_unavailable")
+            )
+            run.warnings.append(SENT_COPY_WARNING)
             return
         await self._fault("after_filing_started")
         try:
@@ -350,30 +399,12 @@ class Dispatcher:
             )
         except TimeoutError:
             result = SentFilingFailed(outcome="unknown", reason="timeout")
-        with contextlib.suppress(Closed):
-            await self.writes.append(run, result)
+        await self.writes.close(run, result)
         if isinstance(result, SentFilingFailed):
             run.warnings.append(SENT_COPY_WARNING)
 
-    async def _attempt_not_recorded(self, run: Run) -> SendResult | ReplayResult:
-        now, entries = await self.store.read(run.pid)
-        head = head_of(entries)
-        if head is None or head.state in TERMINAL_STATES:
-            return await self._replay(run, entries, now)
-        run.head = head
-        if head.state == "ATTEMPTING":
-            await self.writes.append(run, SmtpRejected(
-                stage="not_attempted", reply_code=0, enhanced_status="",
-                network_contacted=False, reason="aborted_before_connect",
-            ))  # fmt: skip
-        else:
-            await self.writes.append(run, DispatchAborted(
-                stage="not_attempted", reason="attempt_record_failed", network_contacted=False
-            ))  # fmt: skip
-        return self._answer(run, "rejected", "not_attempted", NOTHING_SENT_WARNING)
-
     async def _abort(self, run: Run, stage: AbortStage, reason: AbortReason) -> SendResult:
-        await self.writes.append(
+        await self.writes.close_or_replay(
             run, DispatchAborted(stage=stage, reason=reason, network_contacted=False)
         )
         return self._answer(run, "rejected", stage, NOTHING_SENT_WARNING)
@@ -394,3 +425,12 @@ class Dispatcher:
         log.warning("fault_point_reached", point=point)
         os.kill(os.getpid(), signal.SIGSTOP if mode == "stop" else signal.SIGKILL)
         await asyncio.sleep(0)
+
+
+def _late(outcome: TerminalOutcome) -> LateOutcomeObserved:
+    """The annotation a verdict becomes when recovery closed the dispatch first."""
+    return LateOutcomeObserved(
+        outcome=status_of(outcome),
+        stage=stage_of(outcome),
+        reply_code=0 if isinstance(outcome, SmtpOutcomeUnknown) else outcome.reply_code,
+    )

@@ -5,6 +5,11 @@ compare-and-append script as the dispatcher, which re-checks that the claim's di
 is gone and the grace has passed. So a paused dispatcher that wakes up finds its next append
 refused and, by the dispatch fencing rules, never connects or writes the terminator. Recovery
 itself never contacts SMTP, IMAP or Graph and never resends anything.
+
+After a rollback (a recorded halt) the last durable event may be older than the truth, so the
+usual conclusions ("no attempt marker: not sent", "expired: never claimed") are not drawn; the
+scripts refuse them. Instead every open send, unclaimed preparations included, is quarantined
+as unknown, and none of them is ever claimed again.
 """
 
 from __future__ import annotations
@@ -22,21 +27,32 @@ from ledger.lifecycle import Lifecycle, fold
 from ledger.store.answers import Head, OpenMember
 from ledger.store.bulk import BulkReader
 from ledger.store.ledger_store import LedgerStore, head_of
+from ledger.store.monitor import Halt
 from schemas.errors import MailError
 from schemas.ledger import LedgerEntry
-from schemas.ledger_events import EventData, Expired, RecoveryClassified, SentFilingFailed
+from schemas.ledger_events import (
+    EventData,
+    Expired,
+    RecoveryClassified,
+    RollbackQuarantined,
+    SentFilingFailed,
+)
 
 log = structlog.get_logger("angelos.ledger.recovery")
 PAGE: Final = 256  # candidates read and decided per round trip
+EVERYTHING: Final = 2**53  # a score above every stored time: the whole set
 _T = TypeVar("_T")
 _OPEN_DISPATCH: Final = frozenset({"CLAIMED", "ATTEMPTING", "COMMITTED"})
+_QUARANTINED_FROM: Final = frozenset({"PREPARED", *_OPEN_DISPATCH})
 
-Kind = Literal["dispatch", "filing", "expiry"]
+Kind = Literal["dispatch", "filing", "expiry", "preparation"]
 Action = Literal[
     "classified",  # recovery closed the dispatch (or the filing) now
     "expired",  # the sweeper recorded an unclaimed preparation's expiry now
+    "quarantined",  # after a rollback: the open send was closed as unknown now
     "would_classify",  # dry run: what recovery would write
     "would_expire",  # dry run: what the sweeper would write
+    "would_quarantine",  # dry run: what the quarantine would write
     "lease_alive",  # the claim's dispatcher is alive: left alone
     "too_early",  # the grace (or the preparation deadline) has not passed yet
     "already_closed",  # another writer closed it; the stale member was removed
@@ -58,7 +74,7 @@ class Decision(Struct, frozen=True, kw_only=True):
     @property
     def wrote(self) -> bool:
         """Tell whether this decision appended an event."""
-        return self.action in ("classified", "expired")
+        return self.action in ("classified", "expired", "quarantined")
 
 
 class RecoveryReport(Struct, kw_only=True):
@@ -67,6 +83,7 @@ class RecoveryReport(Struct, kw_only=True):
     dry_run: bool
     server_ms: int = 0
     grace_ms: int = 0
+    halt: Halt | None = None  # a recorded rollback: this pass quarantined instead of recovering
     decisions: list[Decision] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
@@ -119,6 +136,8 @@ def verdict_of(data: EventData) -> str:
         return f"{status}/{data.stage}"
     if isinstance(data, SentFilingFailed):
         return "accepted/sent_filing_unknown"
+    if isinstance(data, RollbackQuarantined):
+        return "unknown/store_rollback"
     return "expired"
 
 
@@ -168,6 +187,11 @@ class Recoverer:
         report = RecoveryReport(dry_run=dry_run, grace_ms=self.grace_ms)
         now = await self.store.server_time_ms()
         report.server_ms = now
+        report.halt = await self.store.halt()
+        if report.halt is not None:
+            await self._quarantine_all(report, progress)
+            _log(report)
+            return report
         for chunk in _chunks(await self.reader.open_members(now - self.grace_ms), self.page):
             report.decisions += await self._recover(chunk, dry_run)
             if progress is not None:
@@ -179,7 +203,68 @@ class Recoverer:
         _log(report)
         return report
 
-    # ------------------------------------------------------------------ candidates
+    # ------------------------------------------------------------------ after a rollback
+
+    async def _quarantine_all(
+        self, report: RecoveryReport, progress: Callable[[int], None] | None
+    ) -> None:
+        """Close every open dispatch and every unclaimed preparation as unknown (rollback)."""
+        assert report.halt is not None
+        members = await self.reader.open_members(EVERYTHING)
+        pids = [m.pid for m in members if m.kind == "dispatch"]
+        pids += await self.reader.due_unclaimed(EVERYTHING)
+        for chunk in _chunks(list(dict.fromkeys(pids)), self.page):
+            report.decisions += await self._quarantine(chunk, report.halt, report.dry_run)
+            if progress is not None:
+                progress(len(report.decisions))
+
+    async def _quarantine(
+        self, pids: Sequence[str], halt: Halt, dry_run: bool
+    ) -> list[Decision]:
+        _, streams = await self.reader.entries(pids)
+        decisions = []
+        for pid, entries in zip(pids, streams, strict=True):
+            decisions.append(await self._quarantine_one(pid, entries, halt, dry_run))
+        return decisions
+
+    async def _quarantine_one(
+        self, pid: str, entries: list[LedgerEntry], halt: Halt, dry_run: bool
+    ) -> Decision:
+        if not entries:
+            return Decision(pid=pid, kind="preparation", action="stream_gone")
+        try:
+            lifecycle = fold(verified_events(pid, entries), [e.srv_ms for e in entries])
+        except MailError:
+            log.critical("send_ledger_integrity_alarm", pid=pid, problem="quarantine_read")
+            return Decision(pid=pid, kind="preparation", action="corrupt")
+        kind: Kind = "preparation" if lifecycle.state == "PREPARED" else "dispatch"
+        last = lifecycle.last_lifecycle_type
+        head = head_of(entries)
+        if lifecycle.state not in _QUARANTINED_FROM or head is None:
+            return Decision(pid=pid, kind=kind, action="already_closed", last_lifecycle_type=last)
+        if dry_run:
+            return Decision(
+                pid=pid, kind=kind, action="would_quarantine", last_lifecycle_type=last,
+                verdict="unknown/store_rollback",
+            )  # fmt: skip
+        data = RollbackQuarantined(
+            last_lifecycle_type=last,  # type: ignore[arg-type]
+            detected_ms=halt.detected_ms,
+            store_clock=halt.store_clock,
+            witness_clock=halt.witness_clock,
+        )
+        try:
+            outcome = await self.store.append(pid, head, data, actor=self.actor, eid=new_id())
+        except MailError:
+            log.warning("quarantine_append_failed", pid=pid)
+            return Decision(pid=pid, kind=kind, action="fenced", last_lifecycle_type=last)
+        if outcome.result not in ("appended", "duplicate"):
+            return Decision(pid=pid, kind=kind, action="fenced", last_lifecycle_type=last)
+        log.warning("send_quarantined_after_rollback", pid=pid, last_lifecycle_type=last)
+        return Decision(
+            pid=pid, kind=kind, action="quarantined", last_lifecycle_type=last,
+            verdict="unknown/store_rollback",
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ open claims
 
@@ -335,5 +420,7 @@ def _chunks(items: Sequence[_T], size: int) -> list[list[_T]]:
 
 def _log(report: RecoveryReport) -> None:
     counts = report.counts()
-    if any(counts.get(a, 0) for a in ("classified", "expired", "corrupt", "stream_gone")):
+    if any(
+        counts.get(a, 0) for a in ("classified", "expired", "quarantined", "corrupt", "stream_gone")
+    ):
         log.info("recovery_pass", dry_run=report.dry_run, **counts)

@@ -1,4 +1,11 @@
-"""A dispatch's ledger writes: compare-and-append after the run's head, fenced by recovery."""
+"""A dispatch's ledger writes: gates before the network, closing events after, fenced by recovery.
+
+Two kinds of write. A gate (the attempt marker, the commit point, the Sent filing start) must
+be recorded, durable and covered by this host's rollback witness before the network step it
+opens; if it is not, the step is not taken. A closing event (an abort, a rejection, the
+provider's verdict, the filing result) is owed whatever happens: if the store cannot take it
+now, the closer (ledger/dispatch/closer.py) keeps it until it can.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,17 @@ import asyncio
 import structlog
 from msgspec import Struct
 
-from ledger.dispatch.outcomes import TerminalOutcome, stage_of, status_of
+from ledger.dispatch.closer import CloseIntent, Closer, Recorded
 from ledger.ids import new_id
 from ledger.store.answers import AppendOutcome, Head
 from ledger.store.lease import Lease
-from ledger.store.ledger_store import LedgerStore, head_of
-from ledger.store.retry import RetryPolicy
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.monitor import StoreMonitor
+from ledger.store.witness import WitnessError
 from schemas import errors
 from schemas.ledger import LedgerUnavailable
-from schemas.ledger_events import EventData, LateOutcomeObserved, SmtpOutcomeUnknown
+from schemas.ledger_events import EventData, LateOutcomeObserved
+from schemas.send import PERSISTENCE_WARNING
 
 log = structlog.get_logger("angelos.ledger.dispatch")
 
@@ -29,7 +38,6 @@ class DispatchSettings(Struct, frozen=True, kw_only=True):
     outcome_persist_window_s: float = 600.0
     sent_filing_timeout_s: float = 30.0
     claim_to_attempt_s: float = 60.0
-    lease_fresh_s: float = 20.0
     waitaof: bool = False
     waitaof_replicas: int = 0
     fsync_timeout_ms: int = 2000
@@ -58,7 +66,7 @@ class Run:
 
 
 class RunWriter:
-    """Appends a dispatch's events; a refused append means recovery closed it (Closed)."""
+    """Writes a dispatch's gates and closing events; a refused gate means recovery closed it."""
 
     def __init__(
         self,
@@ -67,16 +75,31 @@ class RunWriter:
         settings: DispatchSettings,
         actor: str,
         api_actor: str,
+        *,
+        closer: Closer | None = None,
+        monitor: StoreMonitor | None = None,
     ) -> None:
         self.store = store
         self.lease = lease
         self.settings = settings
         self.actor = actor
         self.api_actor = api_actor
+        self.closer = closer or Closer(store)
+        self.monitor = monitor
         self._background: set[asyncio.Task[None]] = set()
 
-    async def append(self, run: Run, data: EventData) -> None:
-        """Append a lifecycle event after the run's head; Closed when fencing says no."""
+    def blocked(self) -> str:
+        """Say why no new claim may be made now ("" when it may)."""
+        return "" if self.monitor is None else self.monitor.blocked
+
+    def alive(self) -> bool:
+        """Tell whether this process may take a send's next network step: its lease is certainly
+        held, and the store is durable and not halted for a rollback."""
+        return self.lease.fresh() and (self.monitor is None or self.monitor.network_ok())
+
+    async def gate(self, run: Run, data: EventData) -> bool:
+        """Append an event that opens a network step; True only when it is recorded, durable,
+        and kept by the witness. Closed when recovery closed the dispatch first."""
         assert run.head is not None
         eid = new_id()
         while True:
@@ -85,18 +108,43 @@ class RunWriter:
                     run.pid, run.head, data, actor=self.actor, eid=eid
                 )
             except LedgerUnavailable:  # the store's retry policy has given up
-                raise errors.OperationFailed(
-                    "the send ledger did not record the dispatch step"
-                ) from None
+                return False
             if outcome.result in ("appended", "duplicate") and outcome.head is not None:
                 run.head = outcome.head
-                return
+                break
+            if outcome.result == "halted":
+                return False  # the store went back in time: no network step now
             if not self.annotations_only(run, outcome):
                 raise Closed()
+        if self.settings.waitaof and not await self.durable():
+            return False
+        return await self._witnessed(outcome)
 
-    def alive(self) -> bool:
-        """Tell whether this process's lease was refreshed recently enough to keep writing."""
-        return self.lease.fresh(self.settings.lease_fresh_s)
+    async def close(
+        self,
+        run: Run,
+        *events: EventData,
+        late: LateOutcomeObserved | None = None,
+        patience_s: float = 0.0,
+    ) -> Recorded:
+        """Record the first of `events` the stream's state allows, now or (kept) later.
+
+        `fenced`: someone else closed the dispatch first; with `late`, that annotation was
+        written. Waits up to `patience_s` for a store that does not answer before leaving the
+        event to the closer.
+        """
+        intent = CloseIntent(pid=run.pid, eid=new_id(), actor=self.actor, events=events, late=late)
+        recorded, head = await self.closer.record(intent, run.head, patience_s=patience_s)
+        if head is not None:
+            run.head = head
+        if recorded == "later":
+            run.warnings.append(PERSISTENCE_WARNING)
+        return recorded
+
+    async def close_or_replay(self, run: Run, *events: EventData) -> None:
+        """Record a closing event; Closed when someone else closed the dispatch first."""
+        if await self.close(run, *events) == "fenced":
+            raise Closed()
 
     async def note(self, run: Run, data: EventData) -> None:
         """Append an annotation after the run's head; it only informs, so a failure is logged."""
@@ -130,55 +178,6 @@ class RunWriter:
         run.head = outcome.head
         return True
 
-    async def append_before_network(self, run: Run, data: EventData) -> bool:
-        """Append a marker that gates network work; False unless it is known durable."""
-        try:
-            await self.append(run, data)
-        except errors.OperationFailed:
-            return False
-        return not self.settings.waitaof or await self.durable()
-
-    async def persist_outcome(self, run: Run, outcome: TerminalOutcome) -> bool:
-        """Record the terminal event, retrying the same eid while the lease is alive."""
-        assert run.head is not None
-        eid = new_id()
-        # One attempt always (a paused process learns here that recovery closed the dispatch);
-        # retries only while this process's lease shows it is alive.
-        policy = RetryPolicy(
-            attempts=None, backoff_s=0.1, cap_s=5.0,
-            deadline_s=self.settings.outcome_persist_window_s,
-        )  # fmt: skip
-        while True:
-            try:
-                result = await self.store.append(
-                    run.pid, run.head, outcome, actor=self.actor, eid=eid,
-                    retry=policy, still_wanted=self.alive,
-                )  # fmt: skip
-            except LedgerUnavailable:
-                return False
-            if result.result in ("appended", "duplicate") and result.head is not None:
-                run.head = result.head
-                return True
-            if self.annotations_only(run, result):
-                continue  # a duplicate-confirm storm is no reason to give up the outcome
-            await self.late_outcome(run, outcome)
-            return True
-
-    async def late_outcome(self, run: Run, outcome: TerminalOutcome) -> None:
-        """Recovery closed the dispatch first: keep its verdict, annotate what we learned."""
-        status = status_of(outcome)
-        _, entries = await self.store.read(run.pid)
-        head = head_of(entries)
-        if head is None:
-            return
-        note = LateOutcomeObserved(
-            outcome=status,
-            stage=stage_of(outcome),
-            reply_code=0 if isinstance(outcome, SmtpOutcomeUnknown) else outcome.reply_code,
-        )
-        await self.annotate(run.pid, head, note)
-        log.warning("late_outcome_observed", pid=run.pid, outcome=status)
-
     async def durable(self) -> bool:
         try:
             return await self.store.wait_durable(
@@ -186,6 +185,23 @@ class RunWriter:
             )
         except errors.MailError:
             return False
+
+    async def _witnessed(self, outcome: AppendOutcome) -> bool:
+        """Keep the gate's ledger clock in this host's witness before the step it opens."""
+        witness = self.store.witness
+        if witness is None:
+            return True
+        try:
+            clock = outcome.clock
+            if not clock:  # an earlier try landed: the store's clock now covers it
+                clock, halt = await self.store.guard()
+                if halt is not None:
+                    return False
+            await witness.keep(clock)
+        except (WitnessError, errors.MailError):
+            log.error("send_witness_not_kept")
+            return False
+        return True
 
     def annotate_later(self, pid: str, head: Head, data: EventData) -> None:
         """Write an annotation without delaying the answer; failures are only logged."""
@@ -198,3 +214,4 @@ class RunWriter:
             await self.store.append(pid, head, data, actor=self.api_actor, eid=new_id())
         except errors.MailError:
             log.warning("annotation_not_recorded", pid=pid, type=data.TYPE)
+

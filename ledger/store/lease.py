@@ -1,4 +1,8 @@
-"""This process's dispatcher lease: proof of life that keeps recovery away from live claims."""
+"""This process's dispatcher lease: proof of life that keeps recovery away from live claims.
+
+Each refresh also re-reads the store (ledger/store/monitor.py), so a store that stops being
+durable, or went back in time, is noticed within one refresh interval.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import structlog
 
 from ledger.ids import new_id
 from ledger.store.ledger_store import LedgerStore
+from ledger.store.monitor import StoreMonitor
 from schemas.errors import MailError
 
 log = structlog.get_logger("angelos.ledger.lease")
@@ -18,27 +23,43 @@ log = structlog.get_logger("angelos.ledger.lease")
 class Lease:
     """Refresh `lease:<dispatcher_id>` every refresh interval while the process runs."""
 
-    def __init__(self, store: LedgerStore, lease_ms: int, refresh_ms: int) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        lease_ms: int,
+        refresh_ms: int,
+        monitor: StoreMonitor | None = None,
+    ) -> None:
         self.store = store
         self.dispatcher_id = new_id()
         self.lease_ms = lease_ms
         self.refresh_ms = refresh_ms
-        self._last_ok = float("-inf")
+        self.monitor = monitor
+        self._sent_ok = float("-inf")  # when the last confirmed refresh was sent (monotonic)
         self._task: asyncio.Task[None] | None = None
 
-    def fresh(self, within_s: float | None = None) -> bool:
-        """Tell whether the last successful refresh is recent (default: two refresh periods)."""
-        limit = 2 * self.refresh_ms / 1000 if within_s is None else within_s
-        return time.monotonic() - self._last_ok < limit
+    @property
+    def fresh_s(self) -> float:
+        """How long after a refresh was sent this process still counts on its lease.
+
+        Two thirds of the lease: the key lives `lease_ms` from when Redis stored it, which is
+        after the refresh was sent, so this leaves a third for clock-rate differences.
+        """
+        return self.lease_ms * 2 / 3 / 1000
+
+    def fresh(self) -> bool:
+        """Tell whether the lease is certainly still held in the store."""
+        return time.monotonic() - self._sent_ok < self.fresh_s
 
     async def refresh(self) -> bool:
         """Refresh once; False when the store did not confirm."""
+        sent = time.monotonic()
         try:
             await self.store.refresh_lease(self.dispatcher_id, self.lease_ms)
         except MailError:
             log.warning("lease_refresh_failed")
             return False
-        self._last_ok = time.monotonic()
+        self._sent_ok = sent
         return True
 
     async def start(self) -> None:
@@ -50,6 +71,11 @@ class Lease:
         while True:
             await asyncio.sleep(self.refresh_ms / 1000)
             await self.refresh()
+            if self.monitor is not None:
+                try:
+                    await self.monitor.check(self.store.client)
+                except Exception:  # the next refresh reads it again
+                    log.warning("ledger_store_check_failed")
 
     async def stop(self) -> None:
         """Stop refreshing and delete the lease (after running dispatches have ended)."""

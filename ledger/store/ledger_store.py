@@ -1,22 +1,26 @@
 """LedgerStore: the send ledger over redis.asyncio.
 
-Every write goes through one of three Lua scripts; every read is one round trip. Writes that
-carry an event id are retried on a lost reply (the script answers `duplicate`); the claim is
-never retried blindly, because its reply carries the only copy of the payload.
+Every write goes through one of the Lua scripts; every read is one round trip, repeated once on
+a fresh connection when the first one fails (a read changes nothing). Writes that carry an event
+id are retried on a lost reply (the script answers `duplicate`, or `ack_lost` for a claim, whose
+reply carried the only copy of the payload). Every script also guards against a store that went
+back in time: it is given this host's witness clock (ledger/store/witness.py) and refuses to
+start a send while a rollback halt is recorded.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Final, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 from msgspec import Struct
 
 from ledger.chain import event_hash, event_mac, genesis, mac_key, mac_key_id
+from ledger.ids import new_id
 from ledger.lifecycle import state_after_types
 from ledger.store.answers import (
     AppendOutcome,
@@ -33,8 +37,11 @@ from ledger.store.answers import (
 )
 from ledger.store.batch import Arg, ScriptRunner
 from ledger.store.bulk import entry_from
+from ledger.store.connection import drop_idle
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
+from ledger.store.monitor import Halt
 from ledger.store.retry import RetryPolicy
+from ledger.store.witness import Witness
 from schemas.ledger import (
     Event,
     EventRejected,
@@ -47,6 +54,7 @@ from schemas.ledger import (
 from schemas.ledger_events import MAX_ENTRIES, Claimed, EventData, Prepared
 from schemas.secret import Secret
 
+T = TypeVar("T")
 MAX_REBUILDS: Final = 5  # rebuilds after annotation-only conflicts, at most
 
 
@@ -109,24 +117,32 @@ class LedgerStore:
         self._mac_key = None if key is None else mac_key(key.reveal())
         self._clock = clock or _wall_ms
         self._runner = ScriptRunner(client, batching=self.settings.batching)
+        self.witness: Witness | None = None  # this host's rollback witness, once the store is known
 
     # ----------------------------------------------------------------------------- reads
 
     async def read(self, pid: str) -> tuple[int, list[LedgerEntry]]:
         """Return (server time ms, entries) from ONE round trip: pipelined TIME + XRANGE."""
         stream = self.keys.stream(pid)
-        try:
+
+        async def once() -> tuple[Any, Any]:
             async with self.client.pipeline(transaction=False) as pipe:
                 pipe.time()
                 pipe.xrange(stream, count=MAX_ENTRIES + 1)
                 now, raw = await pipe.execute()
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
-            raise LedgerUnavailable(maybe_applied=False) from None
+            return now, raw
+
+        now, raw = await self._read(once)
         return time_ms(now), [entry_from(pid, item) for item in raw]
 
     async def server_time_ms(self) -> int:
         """Return Redis TIME in milliseconds."""
-        return time_ms(await self._call(self.client.time(), maybe_applied=False))
+        return time_ms(await self._read(self.client.time))
+
+    async def halt(self) -> Halt | None:
+        """Return the recorded rollback halt, if any (sending stays off while it is there)."""
+        record = await self._read(lambda: self.client.hget(self.keys.meta, "halt"))
+        return None if record is None else Halt.parse(text(record))
 
     # ----------------------------------------------------------------------------- writes
 
@@ -151,20 +167,21 @@ class LedgerStore:
         e, h, m = self._seal(event)
         keys = self.keys
         script_keys = [keys.stream(payload.pid), keys.payload(payload.pid), keys.index]
-        script_keys.append(keys.unclaimed)
+        script_keys += [keys.unclaimed, keys.meta]
         args: list[Arg] = [payload.pid, e, h, eid, m, blob, ttl_ms]
-        args += [self.settings.retention_ms, payload.expires_ms]
+        args += [self.settings.retention_ms, payload.expires_ms, self._floor()]
         reply = await self._write("prepare", script_keys, args)
         result = text(reply[0])
         if result == "ok":
+            self._saw(reply[2])
             return PrepareOutcome(
                 result="ok", eid=eid, head=Head(1, h, "PREPARED"), srv_ms=int(reply[1])
             )
         if result == "duplicate":
             stored = Head(1, text(reply[1]), "PREPARED")
             return PrepareOutcome(result="duplicate", eid=eid, head=stored)
-        if result == "exists":
-            return PrepareOutcome(result="exists", eid=eid)
+        if result in ("exists", "halted"):
+            return PrepareOutcome(result=cast(Any, result), eid=eid)
         raise unexpected(reply)
 
     async def claim(
@@ -191,11 +208,14 @@ class LedgerStore:
         keys = self.keys
         reply = await self._write(
             "claim",
-            [keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed],
+            [keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed,
+             keys.meta],
             [pid, owner, confirmed_digest, head.seq, head.h, e, h, eid, m,
-             self.settings.retention_ms],
+             self.settings.retention_ms, self._floor()],
         )  # fmt: skip
-        return claim_outcome(reply, head, h)
+        outcome = claim_outcome(reply, head, h)
+        self._saw(outcome.clock)
+        return outcome
 
     async def append(
         self,
@@ -227,14 +247,15 @@ class LedgerStore:
             e, h, m = self._seal(event)
             args: list[Arg] = [
                 pid, head.seq, head.h, data.TYPE, e, h, eid, m, self.settings.retention_ms,
-                self.settings.annotation_cap, self.settings.recovery_grace_ms,
+                self.settings.annotation_cap, self.settings.recovery_grace_ms, self._floor(),
             ]  # fmt: skip
             script_keys = [keys.stream(pid), keys.payload(pid), keys.index, keys.open]
-            script_keys += [keys.unclaimed, lease]
+            script_keys += [keys.unclaimed, lease, keys.meta]
             reply = await self._write(
                 "append", script_keys, args, retry=retry, still_wanted=still_wanted
             )
             outcome = append_outcome(reply, head, data.TYPE, h, eid)
+            self._saw(outcome.clock)
             if (
                 outcome.result != "conflict"
                 or outcome.head is None
@@ -276,12 +297,14 @@ class LedgerStore:
         return int(reply[0]) >= 1 and int(reply[1]) >= replicas
 
     async def ensure_meta(self) -> LedgerMeta:
-        """Create the meta hash fields once (schema, created_ms, mac_key_id) and return them."""
+        """Create the meta hash fields once (schema, created_ms, store_id, mac_key_id) and
+        return them."""
         now = await self.server_time_ms()
         key_id = "" if self._mac_key is None else mac_key_id(self._mac_key)
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.hsetnx(self.keys.meta, "schema", SCHEMA_VERSION)
             pipe.hsetnx(self.keys.meta, "created_ms", now)
+            pipe.hsetnx(self.keys.meta, "store_id", new_id())
             if key_id:
                 pipe.hsetnx(self.keys.meta, "mac_key_id", key_id)
             pipe.hgetall(self.keys.meta)
@@ -291,7 +314,20 @@ class LedgerStore:
             stored.get("schema", ""),
             int(stored.get("created_ms", "0") or 0),
             stored.get("mac_key_id", ""),
+            stored.get("store_id", ""),
         )
+
+    async def guard(self) -> tuple[int, Halt | None]:
+        """Compare the store's clock with this host's witness; record a halt if it is behind."""
+        reply = await self._write("guard", [self.keys.meta], [self._floor()])
+        clock, record = int(reply[0]), text(reply[1])
+        self._saw(clock)
+        return clock, Halt.parse(record) if record else None
+
+    async def acknowledge(self, halt: Halt) -> str:
+        """Clear exactly this halt (a person handled it): `acknowledged`, `none` or `changed`."""
+        reply = await self._write("acknowledge", [self.keys.meta], [halt.record])
+        return text(reply[0])
 
     # ----------------------------------------------------------------------------- helpers
 
@@ -308,6 +344,21 @@ class LedgerStore:
             actor=actor,
             data=data,
         )
+
+    def _floor(self) -> int:
+        return 0 if self.witness is None else self.witness.floor()
+
+    def _saw(self, clock: Any) -> None:
+        if self.witness is not None and clock:
+            self.witness.saw(int(clock))
+
+    async def _read(self, once: Callable[[], Awaitable[T]]) -> T:
+        """Run a read; after a lost connection, once more on a fresh one (reads change nothing)."""
+        try:
+            return await once()
+        except (rex.ConnectionError, rex.TimeoutError, OSError):
+            await drop_idle(self.client)
+        return cast(T, await self._call(once(), maybe_applied=False))
 
     def _seal(self, event: Event) -> tuple[bytes, str, str]:
         """Return (canonical e, h, m or "")."""
@@ -334,6 +385,7 @@ class LedgerStore:
         try:
             return await awaitable
         except (rex.ConnectionError, rex.TimeoutError, OSError):
+            await drop_idle(self.client)  # the others may be as stale as the one that failed
             raise LedgerUnavailable(maybe_applied=maybe_applied) from None
         except rex.ResponseError:
             raise LedgerUnavailable(

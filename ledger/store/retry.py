@@ -1,10 +1,12 @@
 """The one retry policy of the ledger, in the manner of redis-py's Retry: which failures may be
 retried, the backoff, its cap and a deadline.
 
-Only the store's scripted writes run under it, because each carries an event id: a script that
-finds its id already stored answers `duplicate` (a claim answers `ack_lost`), so repeating a
-write whose reply was lost never writes twice. Reads are not retried, and nothing on the network
-of a send (SMTP, IMAP, Graph) is ever under a retry policy.
+The store's scripted writes run under it, because each carries an event id: a script that finds
+its id already stored answers `duplicate` (a claim answers `ack_lost`), so repeating a write
+whose reply was lost never writes twice. A refusal that comes before the script wrote anything
+(out of memory, loading, busy, a read-only replica) is retried as well. The closer of a dispatch
+(ledger/dispatch/closer.py) runs under it too, without a deadline, until its event lands.
+Nothing on the network of a send (SMTP, IMAP, Graph) is ever under a retry policy.
 """
 
 from __future__ import annotations
@@ -17,8 +19,19 @@ from typing import TypeVar
 import redis.exceptions as rex
 from msgspec import Struct
 
+from schemas.ledger import LedgerUnavailable
+
 T = TypeVar("T")
-_RETRYABLE = (rex.ConnectionError, rex.TimeoutError, OSError)
+# A lost connection or reply, a store that said it cannot write now (Redis refuses a script
+# whose first write meets these before anything is written), or the store's own "unavailable".
+_RETRYABLE = (
+    rex.ConnectionError,  # BusyLoadingError (LOADING) among them
+    rex.TimeoutError,
+    rex.OutOfMemoryError,
+    rex.ReadOnlyError,
+    LedgerUnavailable,
+    OSError,
+)
 
 
 class RetryPolicy(Struct, frozen=True, kw_only=True):
@@ -31,7 +44,9 @@ class RetryPolicy(Struct, frozen=True, kw_only=True):
 
     @staticmethod
     def retryable(exc: BaseException) -> bool:
-        """Tell whether a failure may be followed by another try: a lost connection or reply."""
+        """Tell whether a failure may be followed by another try (it wrote nothing, or the same)."""
+        if isinstance(exc, rex.ResponseError) and str(exc).startswith("BUSY"):
+            return True  # another script runs too long; ours has not started
         return isinstance(exc, _RETRYABLE)
 
     async def call(

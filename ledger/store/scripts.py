@@ -8,10 +8,10 @@ from functools import cache
 from importlib import resources
 from typing import Final
 
-from ledger.lifecycle import TRANSITIONS, Guard
+from ledger.lifecycle import HALT_BLOCKED, TRANSITIONS, Guard
 from schemas.ledger_events import ANNOTATION_TYPES, DISPATCH_TERMINAL_TYPES, FILING_RESULT_TYPES
 
-SCRIPT_NAMES: Final = ("prepare", "claim", "append")
+SCRIPT_NAMES: Final = ("prepare", "claim", "append", "guard", "acknowledge")
 _MARKER: Final = "--@LIFECYCLE@"
 _WORD = re.compile(r"[A-Za-z_|]+", re.ASCII)
 
@@ -67,6 +67,7 @@ def lifecycle_lua() -> str:
     lines.append(f"local ANNOTATIONS = {_set(ANNOTATION_TYPES)}")
     lines.append(f"local DISPATCH_TERMINAL = {_set(DISPATCH_TERMINAL_TYPES)}")
     lines.append(f"local FILING_RESULT = {_set(FILING_RESULT_TYPES)}")
+    lines.append(f"local HALT_BLOCKED = {_set(HALT_BLOCKED)}")
     return "\n".join(lines)
 
 

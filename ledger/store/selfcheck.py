@@ -1,26 +1,26 @@
 """The startup self-check of the ledger store; it never raises.
 
 Its `reason` is shown to agents in `mail_query capabilities`, so every text here is fixed
-wording: no URL, host, credential or server error text.
+wording: no URL, host, credential or server error text. The durability rule itself is
+ledger/store/facts.py's, shared with the checks that run while serving (ledger/store/monitor.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any, Final
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 from msgspec import Struct
 
-from ledger.store.keys import SCHEMA_VERSION
+from ledger.store.facts import DurabilityOptions, StoreFacts, durability, read_facts
+from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.scripts import SCRIPT_NAMES, script_sha, script_source
 from schemas.ledger import SelfCheckReport
 
 MIN_VERSION: Final = (6, 2)
-_SETTING: Final = re.compile(r"[a-z-]{1,32}", re.ASCII)
 _DEFAULT_TIMEOUT_S: Final = 5.0
 
 
@@ -32,6 +32,13 @@ class SelfCheckOptions(Struct, frozen=True, kw_only=True):
     waitaof_replicas: int = 0
     fsync_timeout_ms: int = 2000
     timeout_s: float = _DEFAULT_TIMEOUT_S
+
+    @property
+    def durability(self) -> DurabilityOptions:
+        """The part of the options the durability rule reads."""
+        return DurabilityOptions(
+            provider_managed=self.provider_managed, assume_noeviction=self.assume_noeviction
+        )
 
 
 class _Refused(Exception):
@@ -47,16 +54,18 @@ async def self_check(
     """Check version, durability, eviction policy, WAITAOF, scripts and meta; never raise."""
     opts = options or SelfCheckOptions()
     version = ""
+    store_id = ""
     try:
         async with asyncio.timeout(opts.timeout_s):
-            version = await _version(client)
-            mode, waitaof = await _durability(client, opts)
-            await _eviction(client, opts)
+            facts = await _facts(client, store.keys if store is not None else LedgerKeys("angelos"))
+            version = _version(facts)
+            mode, waitaof = await _durability(client, facts, opts)
             await _scripts(client)
             if store is not None:
                 meta = await store.ensure_meta()
                 if meta.schema != SCHEMA_VERSION:
                     raise _Refused("the ledger namespace holds a ledger of another schema version")
+                store_id = meta.store_id
     except _Refused as refused:
         return _refused(str(refused), version)
     except TimeoutError:
@@ -68,7 +77,12 @@ async def self_check(
     except Exception:  # the self-check must never take the server down
         return _refused("the ledger store self-check failed", version)
     return SelfCheckReport(
-        usable=True, reason="", durability_mode=mode, version=version, waitaof=waitaof
+        usable=True,
+        reason="",
+        durability_mode=mode,
+        version=version,
+        waitaof=waitaof,
+        store_id=store_id,
     )
 
 
@@ -78,55 +92,38 @@ def _refused(reason: str, version: str) -> SelfCheckReport:
     )
 
 
-async def _version(client: aioredis.Redis) -> str:
-    info: dict[str, Any] = await client.info("server")
-    version = str(info.get("redis_version", ""))
-    parts = version.split(".")
+async def _facts(client: aioredis.Redis, keys: LedgerKeys) -> StoreFacts:
+    pool = client.connection_pool
+    connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+    try:
+        return await read_facts(connection, keys)
+    finally:
+        await pool.release(connection)
+
+
+def _version(facts: StoreFacts) -> str:
+    parts = facts.version.split(".")
     try:
         found = (int(parts[0]), int(parts[1]))
     except (IndexError, ValueError):
         raise _Refused("the ledger store did not report a Redis version") from None
     if found < MIN_VERSION:
         raise _Refused(f"the ledger store needs Redis 6.2 or newer (found {found[0]}.{found[1]})")
-    valkey = info.get("valkey_version")
-    return f"valkey {valkey}" if valkey else version
+    return facts.version
 
 
-async def _config(client: aioredis.Redis, name: str) -> str | None:
-    """Return a CONFIG GET value, or None when the server forbids CONFIG."""
-    try:
-        reply: dict[Any, Any] = await client.config_get(name)
-    except rex.ResponseError:
-        return None
-    for key, value in reply.items():
-        if _text(key) == name:
-            return _text(value)
-    return None
-
-
-async def _durability(client: aioredis.Redis, opts: SelfCheckOptions) -> tuple[Any, bool]:
-    if opts.provider_managed:
-        return "provider_managed", False
-    persistence: dict[str, Any] = await client.info("persistence")
-    if str(persistence.get("aof_enabled", "0")) != "1":
-        raise _Refused("AOF persistence is off: the ledger needs appendonly yes")
-    fsync = await _config(client, "appendfsync")
-    if fsync is None:
-        raise _Refused(
-            "CONFIG GET is not permitted: set SEND_LEDGER_FSYNC=provider_managed only if the "
-            "provider makes every acknowledged write durable"
-        )
-    waitaof = await _waitaof(client, opts)
-    if opts.waitaof_replicas > 0 and not waitaof:
+async def _durability(
+    client: aioredis.Redis, facts: StoreFacts, opts: SelfCheckOptions
+) -> tuple[Any, bool]:
+    # WAITAOF is probed only where the rule would consult it (AOF on, its fsync policy known).
+    probe = not opts.provider_managed and facts.aof_enabled and facts.appendfsync is not None
+    waitaof = probe and await _waitaof(client, opts)
+    if opts.waitaof_replicas > 0 and probe and not waitaof:
         raise _Refused("SEND_LEDGER_WAITAOF_REPLICAS needs WAITAOF (Redis 7.2 or newer)")
-    if fsync == "always":
-        return "aof_always", waitaof
-    if waitaof:
-        return "waitaof", True
-    raise _Refused(
-        f"appendfsync is {_word(fsync)}: the ledger needs appendfsync always"
-        " on a server without WAITAOF"
-    )
+    verdict = durability(facts, opts.durability, waitaof=waitaof)
+    if not verdict.ok:
+        raise _Refused(verdict.reason)
+    return verdict.mode, waitaof
 
 
 async def _waitaof(client: aioredis.Redis, opts: SelfCheckOptions) -> bool:
@@ -145,19 +142,6 @@ async def _waitaof(client: aioredis.Redis, opts: SelfCheckOptions) -> bool:
     return True
 
 
-async def _eviction(client: aioredis.Redis, opts: SelfCheckOptions) -> None:
-    if opts.assume_noeviction:
-        return
-    policy = await _config(client, "maxmemory-policy")
-    if policy is None:
-        raise _Refused(
-            "CONFIG GET is not permitted: set SEND_LEDGER_ASSUME_NOEVICTION=1 only if the "
-            "store never evicts keys"
-        )
-    if policy != "noeviction":
-        raise _Refused(f"maxmemory-policy is {_word(policy)}: the ledger needs noeviction")
-
-
 async def _scripts(client: aioredis.Redis) -> None:
     for name in SCRIPT_NAMES:
         try:
@@ -170,8 +154,3 @@ async def _scripts(client: aioredis.Redis) -> None:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _word(value: str) -> str:
-    """Echo a server setting only when it is a plain setting word."""
-    return value if _SETTING.fullmatch(value) else "unsupported"

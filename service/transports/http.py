@@ -10,6 +10,7 @@ from aiohttp import web
 
 from service.config import Config
 from service.context import VERSION
+from service.sending import Sending
 from service.transports.asgi_bridge import mount_asgi
 from service.transports.jsonrpc_edge import MAX_MESSAGE_BYTES
 
@@ -41,12 +42,25 @@ async def _reject_bad_host(
     return await handler(request)
 
 
-def healthz_body(config: Config, configured: bool) -> dict[str, Any]:
-    """Describe the service for /healthz without secrets or any network check."""
+def healthz_body(
+    config: Config, configured: bool, sending: Sending | None = None
+) -> dict[str, Any]:
+    """Describe the service for /healthz without secrets or any network check.
+
+    `sending` tells whether a send could start now and, if not, why (the ledger store's last
+    reading: not durable, or gone back in time and halted until a person acknowledges it).
+    """
     body: dict[str, Any] = {"service": "angelos", "version": VERSION, "configured": configured}
     if config.mail is not None:
         body["mail_provider"] = config.mail.provider
         body["mail_auth_mode"] = config.mail.auth_mode
+    if sending is not None:
+        halt = None if sending.monitor is None else sending.monitor.halt
+        body["sending"] = {
+            "ready": sending.usable,
+            "reason": sending.reason,
+            "ledger_halted": halt is not None,
+        }
     return body
 
 
@@ -56,6 +70,7 @@ def build_http_app(
     *,
     middlewares: Sequence[Any] = (),
     add_routes: Callable[[web.Application], None] | None = None,
+    sending: Callable[[], Sending] | None = None,
 ) -> web.Application:
     """Build the aiohttp application; without an ASGI app, /mcp answers 503 (fail closed).
 
@@ -71,7 +86,9 @@ def build_http_app(
     async def healthz(request: web.Request) -> web.StreamResponse:
         if request.method != "GET":
             return web.Response(status=405)
-        return web.json_response(healthz_body(config, configured))
+        return web.json_response(
+            healthz_body(config, configured, None if sending is None else sending())
+        )
 
     async def resource_metadata(request: web.Request) -> web.StreamResponse:
         auth = config.http_auth

@@ -21,6 +21,7 @@ from service.config import Config, HttpAuthConfig
 from service.context import AppContext
 from service.mcp_server import PrincipalSource, build_server
 from service.principal import Principal, local_principal
+from service.sending import Sending
 from service.transports.canonical_host import canonical_host_gate
 from service.transports.first_party import BrowserFactory, FirstParty
 from service.transports.host_policy import HostPolicy, loopback_policy, resource_policy
@@ -143,11 +144,16 @@ def http_service(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     edge = McpEdge(asgi, policy, gate)
+
+    def sending() -> Sending:
+        return app.sending
+
     if first_party is None:
-        return HttpService(build_http_app(config, edge), app, keys)
+        return HttpService(build_http_app(config, edge, sending=sending), app, keys)
     web_app = build_http_app(
-        config, edge, middlewares=first_party.middlewares(), add_routes=first_party.add_routes
-    )
+        config, edge, middlewares=first_party.middlewares(), add_routes=first_party.add_routes,
+        sending=sending,
+    )  # fmt: skip
     return HttpService(web_app, app, keys, first_party)
 
 

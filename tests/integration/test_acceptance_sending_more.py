@@ -2,9 +2,10 @@
 
 Check 45 loses the store between the SMTP terminator and the outcome append: a private Redis
 (AOF, appendfsync always) is SIGKILLed the moment the sink has the final dot, while the sink holds
-its 250 back, and restarted on the same data directory either within the outcome persist window
-or after it. Checks 49 and 50 play an IMAP server that refuses the Sent APPEND, or advertises two
-`\\Sent` folders, through the recording IMAP proxy; Dovecot's configuration is never touched.
+its 250 back, and restarted on the same data directory within the outcome persist window, after
+the dispatcher answered, or after its process ended. The verdict reaches the ledger every time.
+Checks 49 and 50 play an IMAP server that refuses the Sent APPEND, or advertises two `\\Sent`
+folders, through the recording IMAP proxy; Dovecot's configuration is never touched.
 Every test runs through an in-process MCP client in a ledger namespace of its own.
 """
 
@@ -155,14 +156,72 @@ class TestStoreLostAfterTheTerminator:
         assert "accepted" == projected["status"]
         assert 1 == len(transactions(services.smtp_spool, rcpt=rcpt))
 
-    async def test_check_9_5_45_a_store_back_after_the_window_leaves_recovery_to_write_unknown(
+    async def test_check_9_5_45_a_store_back_after_the_answer_still_gets_the_verdict(
         self, services: Services, tmp_path: Path
     ) -> None:
         rcpt = fresh(f"slow-{SINK_DELAY_S}")
         redis = PrivateRedis(tmp_path)
         await asyncio.to_thread(redis.start)
-        # Smallest persist window; the grace must exceed deadline + lease + 60 s (8 + 1 + 60).
-        settings = env(
+        settings = self.short_window(services, redis)
+        try:
+            async with mcp_client(settings) as (client, app):
+                assert app.sending.usable, app.sending.reason
+                preview = await prepare(client, rcpt)
+                pid = preview["prepared_id"]
+                sending = asyncio.create_task(confirm(client, preview))
+                await terminator_seen(services, rcpt)
+                await asyncio.to_thread(redis.kill)
+                # The store stays down until the dispatcher has given up waiting and answered.
+                error, answer = await asyncio.wait_for(sending, 30)
+                await asyncio.to_thread(redis.start)
+                seen = await statuses_until_closed(client, pid, within_s=20)
+                recorded = await ledger(app, pid)
+                replay_error, replay = await confirm(client, preview)
+        finally:
+            await asyncio.to_thread(redis.stop)
+        assert error is False, answer
+        assert "accepted" == answer["status"]
+        assert PERSISTENCE_WARNING in answer["warnings"]
+        assert "accepted" == seen[-1] and {"sending", "accepted"} >= set(seen), seen
+        lifecycle = [event.type for event, _ in recorded if event.type != "duplicate_confirm"]
+        assert ["smtp_commit_point", "smtp_accepted"] == lifecycle[3:]
+        assert replay_error is False and (False, "accepted") == (replay["resent"], replay["status"])
+        assert 1 == len(transactions(services.smtp_spool, rcpt=rcpt))
+
+    async def test_check_9_5_45_the_verdict_outlives_its_process_in_the_journal(
+        self, services: Services, tmp_path: Path
+    ) -> None:
+        rcpt = fresh(f"slow-{SINK_DELAY_S}")
+        redis = PrivateRedis(tmp_path)
+        await asyncio.to_thread(redis.start)
+        settings = self.short_window(services, redis)
+        try:
+            async with mcp_client(settings) as (client, app):
+                preview = await prepare(client, rcpt)
+                pid = preview["prepared_id"]
+                sending = asyncio.create_task(confirm(client, preview))
+                await terminator_seen(services, rcpt)
+                await asyncio.to_thread(redis.kill)
+                error, answer = await asyncio.wait_for(sending, 30)
+            # The process has ended with the store still down; the next one starts after it.
+            await asyncio.to_thread(redis.start)
+            async with mcp_client(settings) as (client, app):
+                seen = await statuses_until_closed(client, pid, within_s=20)
+                recorded = await ledger(app, pid)
+        finally:
+            await asyncio.to_thread(redis.stop)
+        assert error is False and PERSISTENCE_WARNING in answer["warnings"], answer
+        assert "accepted" == seen[-1], seen
+        lifecycle = [event for event, _ in recorded if event.type != "duplicate_confirm"]
+        assert ["smtp_commit_point", "smtp_accepted"] == [e.type for e in lifecycle[3:]]
+        first, _ = recorded[1]
+        assert first.actor == lifecycle[-1].actor  # written for the dispatcher that saw it
+        assert 1 == len(transactions(services.smtp_spool, rcpt=rcpt))
+
+    @staticmethod
+    def short_window(services: Services, redis: PrivateRedis) -> dict[str, str]:
+        """Smallest persist window; the grace exceeds deadline + lease + 60 s (8 + 1 + 60)."""
+        return env(
             services,
             ANGELOS_REDIS_URL=redis.url,
             SEND_OUTCOME_PERSIST_WINDOW_S="1",
@@ -174,44 +233,17 @@ class TestStoreLostAfterTheTerminator:
             SEND_RECOVERY_INTERVAL_S="1",
             **TEST_BUILD,
         )
-        pid = ""
-        seen: list[str] = []
-        try:
-            async with mcp_client(settings) as (client, app):
-                assert app.sending.usable, app.sending.reason
-                preview = await prepare(client, rcpt)
-                pid = preview["prepared_id"]
-                sending = asyncio.create_task(confirm(client, preview))
-                await terminator_seen(services, rcpt)
-                await asyncio.to_thread(redis.kill)
-                # The store stays down until the dispatcher has given up and answered.
-                error, answer = await asyncio.wait_for(sending, 30)
-                await asyncio.to_thread(redis.start)
-                while_alive = await status(client, pid)
-                replay_error, replay = await confirm(client, preview)
-            # The dispatcher's process has ended (its lease is gone); another one recovers.
-            async with mcp_client(settings) as (client, app):
-                deadline = time.monotonic() + 110
-                while True:
-                    seen.append((await status(client, pid))["status"])
-                    if seen[-1] != "sending" or time.monotonic() > deadline:
-                        break
-                    await asyncio.sleep(1)
-                recorded = await ledger(app, pid)
-                late_error, late = await confirm(client, preview)
-        finally:
-            await asyncio.to_thread(redis.stop)
-        assert error is False, answer
-        assert "accepted" == answer["status"]
-        assert PERSISTENCE_WARNING in answer["warnings"]
-        assert "sending" == while_alive["status"]
-        assert replay_error is False and (False, "sending") == (replay["resent"], replay["status"])
-        assert "unknown" == seen[-1] and "rejected" not in seen, seen
-        lifecycle = [event for event, _ in recorded if event.type != "duplicate_confirm"]
-        assert ["smtp_commit_point", "recovery_classified"] == [e.type for e in lifecycle[3:]]
-        assert "unknown" == lifecycle[-1].data.classification
-        assert late_error is False and (False, "unknown") == (late["resent"], late["status"])
-        assert 1 == len(transactions(services.smtp_spool, rcpt=rcpt))
+
+
+async def statuses_until_closed(client: Any, pid: str, within_s: float) -> list[str]:
+    """Poll send_status until it leaves `sending` (or the time is up); every status seen."""
+    seen: list[str] = []
+    deadline = time.monotonic() + within_s
+    while True:
+        seen.append((await status(client, pid))["status"])
+        if seen[-1] != "sending" or time.monotonic() > deadline:
+            return seen
+        await asyncio.sleep(0.2)
 
 
 def sent_renamed(gone: str, hits: list[bytes]) -> Callable[[bytes], bytes]:

@@ -42,7 +42,16 @@ def busy_machine(burners: int = 2) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def servers(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
-    env = server_env(services, NAMESPACE)
+    # A lease a loaded loop can keep: with 1,000 dispatches in flight beside two burners a
+    # refresh may come seconds late, and a dispatcher that cannot vouch for its lease (two
+    # thirds of it) never connects. Grace > deadline + lease + 60 s (6 + 15 + 60).
+    env = server_env(
+        services,
+        NAMESPACE,
+        SEND_DISPATCHER_LEASE_MS="15000",
+        SEND_DISPATCHER_LEASE_REFRESH_MS="5000",
+        SEND_RECOVERY_GRACE_S="82",
+    )
     started = start_servers([env, env], tmp_path_factory.mktemp("concurrency"))
     yield started
     for server in started:

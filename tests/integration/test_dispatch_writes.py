@@ -67,9 +67,9 @@ class TestAnnotationStorms:
         writer = await writer_for(store)
         slipped = annotate_before_each_write(store, monkeypatch, times=6)
         run = run_at(pid, head)
-        await writer.append(run, ATTEMPT)
-        await writer.append(run, COMMIT)
-        assert await writer.persist_outcome(run, ACCEPTED)
+        assert await writer.gate(run, ATTEMPT)
+        assert await writer.gate(run, COMMIT)
+        assert "now" == await writer.close(run, ACCEPTED)
         _, entries = await store.read(pid)
         lifecycle = [e.t for e in entries if e.t != "duplicate_confirm"]
         assert 6 == len(slipped)
@@ -92,4 +92,4 @@ class TestAnnotationStorms:
         )
         assert "appended" == decided.result
         with pytest.raises(Closed):
-            await writer.append(run_at(pid, head), ATTEMPT)
+            await writer.gate(run_at(pid, head), ATTEMPT)

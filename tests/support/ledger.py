@@ -21,6 +21,7 @@ from schemas.ledger_events import (
     LateOutcomeObserved,
     Prepared,
     RecoveryClassified,
+    RollbackQuarantined,
     SentFilingFailed,
     SentFilingStarted,
     SentFilingSucceeded,
@@ -121,6 +122,22 @@ RECOVERED_UNKNOWN = RecoveryClassified(
     claim_age_ms=1_000_000,
     last_lifecycle_type="smtp_commit_point",
 )
+
+
+def quarantined(last_lifecycle_type: str) -> RollbackQuarantined:
+    """A `rollback_quarantined` data object closing a stream whose last event is given."""
+    return RollbackQuarantined(
+        last_lifecycle_type=last_lifecycle_type,  # type: ignore[arg-type]
+        detected_ms=1_700_000_000_000,
+        store_clock=7,
+        witness_clock=9,
+    )
+
+
+QUARANTINED_PREPARATION = quarantined("prepared")
+QUARANTINED_CLAIM = quarantined("claimed")
+QUARANTINED_ATTEMPT = quarantined("smtp_attempt_started")
+QUARANTINED_COMMIT = quarantined("smtp_commit_point")
 REFUSED = ConfirmRefused(reason="digest_mismatch")
 DUPLICATE = DuplicateConfirm(observed_status="accepted")
 LATE = LateOutcomeObserved(outcome="accepted", stage="acknowledgement", reply_code=250)
@@ -141,6 +158,7 @@ SAMPLES: dict[str, EventData] = {
     "sent_filing_failed": FILING_FAILED,
     "expired": EXPIRED,
     "recovery_classified": RECOVERED_NOT_ATTEMPTED,
+    "rollback_quarantined": QUARANTINED_CLAIM,
     "confirm_refused": REFUSED,
     "duplicate_confirm": DUPLICATE,
     "dispatch_queued": QUEUED,
@@ -179,6 +197,12 @@ VARIANTS: dict[str, tuple[EventData, ...]] = {
         GRAPH_REJECTION,
         BODY_WRITE_FAILED,
     ),
+    "rollback_quarantined": (
+        QUARANTINED_PREPARATION,
+        QUARANTINED_CLAIM,
+        QUARANTINED_ATTEMPT,
+        QUARANTINED_COMMIT,
+    ),
     "recovery_classified": (
         RECOVERED_NOT_ATTEMPTED,
         RECOVERED_NOT_SUBMITTED,
@@ -215,7 +239,7 @@ def actor_for(data: EventData) -> str:
     """The writer the event catalogue names for an event type."""
     if isinstance(data, Prepared):
         return "api:test-1"
-    if isinstance(data, RecoveryClassified):
+    if isinstance(data, RecoveryClassified | RollbackQuarantined):
         return "recovery:worker-1"
     if isinstance(data, Expired):
         return "sweeper:worker-1"

@@ -24,6 +24,7 @@ PRODUCT_VARS = (
     "SMTP_TLS_MODE",
     "MAIL_TLS_CA_FILE",
     "MAIL_ALLOW_PRIVATE_HOSTS",
+    "ANGELOS_DATA_DIR",  # the witness and journal of every server a test starts stay in the run
 )
 TEST_VARS = (
     "MAILTEST_DIR",

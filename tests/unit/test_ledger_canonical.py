@@ -44,6 +44,7 @@ CATALOGUE = {
     "sent_filing_failed": {"outcome", "reason"},
     "expired": {"reason"},
     "recovery_classified": {"classification", "stage", "claim_age_ms", "last_lifecycle_type"},
+    "rollback_quarantined": {"last_lifecycle_type", "detected_ms", "store_clock", "witness_clock"},
     "confirm_refused": {"reason"},
     "duplicate_confirm": {"observed_status"},
     "dispatch_queued": {"connections", "ahead"},

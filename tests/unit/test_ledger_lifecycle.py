@@ -35,6 +35,10 @@ from support.ledger import (
     GRAPH_UNKNOWN,
     NOT_ATTEMPTED_REJECTION,
     PATHS,
+    QUARANTINED_ATTEMPT,
+    QUARANTINED_CLAIM,
+    QUARANTINED_COMMIT,
+    QUARANTINED_PREPARATION,
     RECOVERED_NOT_ATTEMPTED,
     RECOVERED_NOT_SUBMITTED,
     RECOVERED_UNKNOWN,
@@ -67,6 +71,10 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("ACCEPTED", "sent_filing_started"): "FILING",
     ("FILING", "sent_filing_succeeded"): "FILED",
     ("FILING", "sent_filing_failed"): "FILED",
+    ("PREPARED", "rollback_quarantined"): "UNKNOWN",
+    ("CLAIMED", "rollback_quarantined"): "UNKNOWN",
+    ("ATTEMPTING", "rollback_quarantined"): "UNKNOWN",
+    ("COMMITTED", "rollback_quarantined"): "UNKNOWN",
 }
 
 
@@ -82,6 +90,10 @@ ALLOWED_VARIANTS: dict[tuple[str, str], tuple[EventData, ...]] = {
         BODY_WRITE_FAILED,
     ),
     ("COMMITTED", "smtp_rejected"): (REJECTED_ACK, ABORTED_BEFORE_TERMINATOR, GRAPH_REJECTION),
+    ("PREPARED", "rollback_quarantined"): (QUARANTINED_PREPARATION,),
+    ("CLAIMED", "rollback_quarantined"): (QUARANTINED_CLAIM,),
+    ("ATTEMPTING", "rollback_quarantined"): (QUARANTINED_ATTEMPT,),
+    ("COMMITTED", "rollback_quarantined"): (QUARANTINED_COMMIT,),
 }
 
 
@@ -190,6 +202,11 @@ class TestInvalidTransitions:
         current = lifecycle_in("CLAIMED")
         with pytest.raises(InvalidTransition):
             advance(current, event(RECOVERED_NOT_ATTEMPTED, 3, actor="dispatcher:x"))
+
+    def test_only_recovery_may_quarantine(self) -> None:
+        current = lifecycle_in("CLAIMED")
+        with pytest.raises(InvalidTransition):
+            advance(current, event(QUARANTINED_CLAIM, 3, actor="dispatcher:x"))
 
     def test_terminal_is_final(self) -> None:
         for state in ("REJECTED", "UNKNOWN", "EXPIRED", "FILED"):

@@ -1,12 +1,14 @@
 -- ledger_append: compare-and-append of every event other than prepared and claimed.
--- KEYS: stream, payload, index, open, unclaimed, lease (of the claim's dispatcher, or any)
+-- KEYS: stream, payload, index, open, unclaimed, lease (of the claim's dispatcher, or any),
+--       meta
 -- ARGV: pid, expected_seq, expected_h, type, e, h, eid, m, retention_ms, annotation_cap,
---       grace_ms
-local stream, payload_key, index_key, open_key, unclaimed, lease = KEYS[1], KEYS[2], KEYS[3],
-  KEYS[4], KEYS[5], KEYS[6]
+--       grace_ms, floor
+local stream, payload_key, index_key, open_key, unclaimed, lease, meta = KEYS[1], KEYS[2],
+  KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local pid, expected_seq, expected_h, t = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local e, h, eid, m = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local retention, cap, grace = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local floor = tonumber(ARGV[12])
 
 local entries = read_entries(stream)
 if #entries == 0 then
@@ -65,8 +67,15 @@ else
     if not claimed or claimed.data.append_sent ~= true then
       return {'invalid_transition', state}
     end
-  elseif need == 'recovery' and not recovery_actor then
+  elseif (need == 'recovery' or need == 'halted') and not recovery_actor then
     return {'invalid_transition', state}
+  end
+  local halt = halted(meta, floor)
+  if need == 'halted' and not halt then
+    return {'not_halted'}
+  end
+  if halt and HALT_BLOCKED[t] then
+    return {'halted'}
   end
   if need == 'recovery' or (t == 'sent_filing_failed' and recovery_actor) then
     -- Recovery may only close what a dead dispatcher left behind, and only after the grace.
@@ -93,6 +102,11 @@ end
 
 local seq = expected_seq + 1
 add_entry(stream, seq, e, h, t, eid, now, m)
+if t == 'rollback_quarantined' then
+  -- It may close an unclaimed preparation: its payload must never be claimed.
+  redis.call('DEL', payload_key)
+  redis.call('ZREM', unclaimed, pid)
+end
 if DISPATCH_TERMINAL[t] then
   redis.call('ZREM', open_key, 'd:' .. pid)
 elseif t == 'sent_filing_started' then
@@ -104,7 +118,9 @@ elseif t == 'expired' then
   redis.call('ZREM', unclaimed, pid)
 end
 add_index(index_key, pid, seq, t, h, now, retention)
+local clock = 0
 if not ANNOTATIONS[t] then
   redis.call('PEXPIRE', stream, int(retention))
+  clock = tick(meta)
 end
-return {'appended', int(seq), int(now)}
+return {'appended', int(seq), int(now), clock}

@@ -1,11 +1,13 @@
 -- ledger_claim: the one-time claim.
--- KEYS: stream, payload, index, open, unclaimed
--- ARGV: pid, owner, confirmed_digest, expected_seq, expected_h, e, h, eid, m, retention_ms
-local stream, payload_key, index_key, open_key, unclaimed = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
-  KEYS[5]
+-- KEYS: stream, payload, index, open, unclaimed, meta
+-- ARGV: pid, owner, confirmed_digest, expected_seq, expected_h, e, h, eid, m, retention_ms,
+--       floor
+local stream, payload_key, index_key, open_key, unclaimed, meta = KEYS[1], KEYS[2], KEYS[3],
+  KEYS[4], KEYS[5], KEYS[6]
 local pid, owner, digest = ARGV[1], ARGV[2], ARGV[3]
 local expected_seq, expected_h = tonumber(ARGV[4]), ARGV[5]
 local e, h, eid, m, retention = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
+local floor = tonumber(ARGV[11])
 
 local entries = read_entries(stream)
 if #entries == 0 then
@@ -46,6 +48,10 @@ end
 if head.seq ~= expected_seq or head.h ~= expected_h then
   return {'conflict', int(head.seq or 0), head.h, state}
 end
+if halted(meta, floor) then
+  -- The store went back in time: this preparation may have been claimed and sent before.
+  return {'halted'}
+end
 local payload = redis.call('GET', payload_key)
 if not payload then
   return {'payload_missing'}
@@ -65,4 +71,4 @@ redis.call('ZREM', unclaimed, pid)
 redis.call('ZADD', open_key, int(now), 'd:' .. pid)
 add_index(index_key, pid, seq, 'claimed', h, now, retention)
 redis.call('PEXPIRE', stream, int(retention))
-return {'claimed', payload, int(now)}
+return {'claimed', payload, int(now), tick(meta)}

@@ -97,6 +97,25 @@ local function add_entry(key, seq, e, h, t, eid, now, m)
   end
 end
 
+-- The rollback guard. `meta` holds `clock`, advanced by every lifecycle event, and `halt`, set
+-- when the store is found behind a clock some process saw and kept outside Redis (`floor`):
+-- the store went back in time. A person clears `halt` (angelos ledger acknowledge-rollback).
+local function halted(meta, floor)
+  local clock = tonumber(redis.call('HGET', meta, 'clock') or '0')
+  if clock < floor then
+    if redis.call('HEXISTS', meta, 'halt') == 0 then
+      redis.call('HSET', meta, 'halt', int(now_ms()) .. ' ' .. int(clock) .. ' ' .. int(floor))
+    end
+    redis.call('HSET', meta, 'clock', int(floor))
+    return true
+  end
+  return redis.call('HEXISTS', meta, 'halt') == 1
+end
+
+local function tick(meta)
+  return redis.call('HINCRBY', meta, 'clock', 1)
+end
+
 local function add_index(key, pid, seq, t, h, now, retention_ms)
   redis.call('XADD', key, 'MINID', '~', int(math.max(now - retention_ms, 0)), '*',
     'pid', pid, 'seq', int(seq), 't', t, 'h', h)
