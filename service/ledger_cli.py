@@ -39,7 +39,6 @@ from service.rollback_cli import (
     attach_local_witness,
     describe,
     rollback_findings,
-    store_id_of,
 )
 from service.sending import open_store
 
@@ -124,7 +123,7 @@ async def _with_store(
         )
         return UNREACHABLE
     try:
-        attach_local_witness(store, store_config.data_dir, await store_id_of(store))
+        attach_local_witness(store, store_config.data_dir, await store.meta_field("store_id"))
         return await body(store)
     except LedgerUnavailable:
         print("angelos ledger: the ledger store did not answer", file=sys.stderr)

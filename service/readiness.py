@@ -78,14 +78,30 @@ def blockers(
         if server is not None and not config_refusals:  # what the mailbox call would find
             found.extend(Blocker("provider", reason) for reason in _server_refusals(server))
     elif op == "send":
-        if not app.gates.send:
-            found.append(SEND_OFF)
-        if not app.sending.usable:
-            reason = app.sending.reason or "the store failed its self-check"
-            found.append(Blocker("store", f"{SENDING_NEEDS}: {reason}"))
+        found.extend(send_blockers(app))
     elif op == "send_status" and not app.store_configured:
         found.append(NO_STATUS_STORE)
     return found
+
+
+def send_blockers(app: AppContext) -> list[Blocker]:
+    """What the operator's gate and the ledger store put in the way of sending right now."""
+    found = [] if app.gates.send else [SEND_OFF]
+    if not app.sending.usable:
+        reason = app.sending.reason or "the store failed its self-check"
+        found.append(Blocker("store", f"{SENDING_NEEDS}: {reason}"))
+    return found
+
+
+def send_health(app: AppContext) -> dict[str, object]:
+    """The `sending` part of /healthz: ready, or the first reason not, and a rollback halt."""
+    found = send_blockers(app)
+    monitor = app.sending.monitor
+    return {
+        "ready": not found,
+        "reason": found[0].reason if found else "",
+        "ledger_halted": monitor is not None and monitor.halt is not None,
+    }
 
 
 def _delete_unsupported(app: AppContext) -> list[str]:

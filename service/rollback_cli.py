@@ -24,12 +24,6 @@ def attach_local_witness(store: LedgerStore, data_dir: str, store_id: str) -> No
     store.witness = Witness.existing(data_dir, store.settings.namespace, store_id)
 
 
-async def store_id_of(store: LedgerStore) -> str:
-    """The ledger's store id (meta.store_id), read without writing anything."""
-    raw = await store.client.hget(store.keys.meta, "store_id")
-    return raw.decode("ascii", "replace") if isinstance(raw, bytes) else ""
-
-
 def when(ms: int) -> str:
     """Render Redis milliseconds as UTC seconds."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -53,8 +47,8 @@ async def rollback_findings(store: LedgerStore) -> list[Finding]:
         )))  # fmt: skip
     witness = store.witness
     if witness is not None:
-        clock = await store.client.hget(store.keys.meta, "clock")
-        stored = int(clock) if isinstance(clock, bytes) and clock.isdigit() else 0
+        clock = await store.meta_field("clock")
+        stored = int(clock) if clock.isdigit() else 0
         if stored < witness.floor():
             found.append(Finding("", 0, "store_behind_witness", (
                 f"the store's clock {stored} is behind {witness.floor()}, which this host saw: "

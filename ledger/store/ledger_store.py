@@ -141,8 +141,13 @@ class LedgerStore:
 
     async def halt(self) -> Halt | None:
         """Return the recorded rollback halt, if any (sending stays off while it is there)."""
-        record = await self._read(lambda: self.client.hget(self.keys.meta, "halt"))
-        return None if record is None else Halt.parse(text(record))
+        record = await self.meta_field("halt")
+        return Halt.parse(record) if record else None
+
+    async def meta_field(self, name: str) -> str:
+        """Read one field of the meta hash ("" when absent), writing nothing."""
+        value = await self._read(lambda: self.client.hget(self.keys.meta, name))
+        return "" if value is None else text(value)
 
     # ----------------------------------------------------------------------------- writes
 

@@ -10,7 +10,6 @@ from aiohttp import web
 
 from service.config import Config
 from service.context import VERSION
-from service.sending import Sending
 from service.transports.asgi_bridge import mount_asgi
 from service.transports.jsonrpc_edge import MAX_MESSAGE_BYTES
 
@@ -43,24 +42,20 @@ async def _reject_bad_host(
 
 
 def healthz_body(
-    config: Config, configured: bool, sending: Sending | None = None
+    config: Config, configured: bool, sending: dict[str, object] | None = None
 ) -> dict[str, Any]:
     """Describe the service for /healthz without secrets or any network check.
 
-    `sending` tells whether a send could start now and, if not, why (the ledger store's last
-    reading: not durable, or gone back in time and halted until a person acknowledges it).
+    `sending` tells whether a send could start now and, if not, why (the gate, or the ledger
+    store's last reading: not durable, or gone back in time and halted until a person
+    acknowledges it).
     """
     body: dict[str, Any] = {"service": "angelos", "version": VERSION, "configured": configured}
     if config.mail is not None:
         body["mail_provider"] = config.mail.provider
         body["mail_auth_mode"] = config.mail.auth_mode
     if sending is not None:
-        halt = None if sending.monitor is None else sending.monitor.halt
-        body["sending"] = {
-            "ready": sending.usable,
-            "reason": sending.reason,
-            "ledger_halted": halt is not None,
-        }
+        body["sending"] = sending
     return body
 
 
@@ -70,7 +65,7 @@ def build_http_app(
     *,
     middlewares: Sequence[Any] = (),
     add_routes: Callable[[web.Application], None] | None = None,
-    sending: Callable[[], Sending] | None = None,
+    sending: Callable[[], dict[str, object]] | None = None,
 ) -> web.Application:
     """Build the aiohttp application; without an ASGI app, /mcp answers 503 (fail closed).
 

@@ -21,7 +21,7 @@ from service.config import Config, HttpAuthConfig
 from service.context import AppContext
 from service.mcp_server import PrincipalSource, build_server
 from service.principal import Principal, local_principal
-from service.sending import Sending
+from service.readiness import send_health
 from service.transports.canonical_host import canonical_host_gate
 from service.transports.first_party import BrowserFactory, FirstParty
 from service.transports.host_policy import HostPolicy, loopback_policy, resource_policy
@@ -145,8 +145,8 @@ def http_service(
     )
     edge = McpEdge(asgi, policy, gate)
 
-    def sending() -> Sending:
-        return app.sending
+    def sending() -> dict[str, object]:
+        return send_health(app)
 
     if first_party is None:
         return HttpService(build_http_app(config, edge, sending=sending), app, keys)

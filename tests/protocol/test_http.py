@@ -15,6 +15,7 @@ import pytest
 from mcp import Client
 
 from schemas.discovery import compact_bytes
+from service.readiness import SEND_OFF
 from support.angelos_process import ROOT, angelos_command, clean_env, free_port, http_server
 
 FIXTURE = ROOT / "fixtures" / "tools-list.json"
@@ -23,7 +24,7 @@ JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json,
 
 
 @pytest.fixture(scope="module")
-def base_url(services: Any) -> Iterator[str]:
+def base_url(services: Any) -> Iterator[str]:  # sending stays off: MAIL_ENABLE_SEND is unset
     with http_server(services.product_env, "--insecure-local-owner", "tester") as base:
         yield base
 
@@ -106,6 +107,7 @@ class TestHttpSurface:
             "configured": True,
             "mail_provider": "custom",
             "mail_auth_mode": "password",
+            "sending": {"ready": False, "reason": SEND_OFF.reason, "ledger_halted": False},
         } == body
 
     @pytest.mark.parametrize("method", ["POST", "HEAD"])
