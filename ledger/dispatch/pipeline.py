@@ -326,9 +326,7 @@ class Dispatcher:
         self, run: Run, payload: PreparedPayload, envelope: Envelope, slot: Slot
     ) -> SendResult | ReplayResult:
         elapsed = time.monotonic() - run.started_at
-        if not self.writes.alive() or (
-            elapsed >= self.settings.claim_to_attempt_s
-        ):
+        if elapsed >= self.settings.claim_to_attempt_s or not await self.writes.vouch():
             return await self._abort(run, "not_attempted", "attempt_record_failed")
         endpoint = self.submitter.endpoint
         marker = SmtpAttemptStarted(
@@ -360,7 +358,8 @@ class Dispatcher:
             wire_bytes=submission.wire_bytes,
             raw_sha256=hashlib.sha256(payload.raw).hexdigest(),
         )
-        if not self.writes.alive() or elapsed >= room or not await self.writes.gate(run, point):
+        vouched = elapsed < room and await self.writes.vouch()
+        if not vouched or not await self.writes.gate(run, point):
             await submission.abort()
             await self.writes.close_or_replay(run, TERMINATOR_WITHHELD)
             return self._answer(run, "rejected", "data", NOTHING_SENT_WARNING)

@@ -97,6 +97,13 @@ class RunWriter:
         held, and the store is durable and not halted for a rollback."""
         return self.lease.fresh() and (self.monitor is None or self.monitor.network_ok())
 
+    async def vouch(self) -> bool:
+        """Like `alive`, but a lease gone stale (a store that was slow or away, a busy loop) is
+        refreshed once first: a send waits for one round trip rather than being given up."""
+        if not self.alive() and (self.monitor is None or self.monitor.network_ok()):
+            await self.lease.refresh()
+        return self.alive()
+
     async def gate(self, run: Run, data: EventData) -> bool:
         """Append an event that opens a network step; True only when it is recorded, durable,
         and kept by the witness. Closed when recovery closed the dispatch first."""

@@ -1,6 +1,8 @@
-"""What the store-fault tests share: two `angelos serve` processes on one private Redis (behind a
-steerable proxy when the fault is on the network), a storm of concurrent confirms, and the
-checks every fault must pass against the SMTP sink's spool.
+"""The store-fault scenarios: two `angelos serve` processes on one private Redis (behind a
+steerable proxy when the fault is on the network), a storm of concurrent confirms, the fault,
+and the checks every fault must pass against the SMTP sink's spool. The scenarios run
+concurrently (each has its own Redis, servers, namespace and recipients), so the whole table
+costs about as long as its longest fault.
 
 A storm prepares one message per send (each to its own recipient, so the spool tells which
 sends arrived), then confirms them all at once, alternating between the two processes; every
@@ -20,18 +22,21 @@ import asyncio
 import contextlib
 import json
 import time
+import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from faults.harness import Server, call, ledger_cli, server_env, start_servers
+from faults.harness import Server, ledger_cli, server_env, start_servers
+from mcp import Client
 from msgspec import Struct, field
 
 from ledger.lifecycle import state_after_types
+from ledger.store.bulk import BulkReader
 from ledger.store.connection import connect
-from ledger.store.ledger_store import LedgerSettings, LedgerStore
+from ledger.store.keys import LedgerKeys
 from support.fault_proxy import FaultProxy
 from support.redis_control import ControlledRedis
 from support.services import Services
@@ -50,7 +55,10 @@ TIMING = {
 GRACE_S = 82
 CLOSE_BOUND_S = GRACE_S + 10  # the recovery grace plus a small bound
 OPEN_STATES = frozenset({"CLAIMED", "ATTEMPTING", "COMMITTED", "FILING"})
-SINK_HOLD = "slow-0.3"  # the sink stores each message, then holds its 250 this long
+# The sink stores each message, then holds its 250 this long: with four SMTP connections per
+# server the storm lasts about 60 / 8 s, long enough for the fault to meet queued and in-flight
+# sends even when eleven storms share the machine.
+SINK_HOLD = "slow-1"
 
 
 class Send(Struct):
@@ -67,7 +75,7 @@ class Row(Struct, kw_only=True):
     """One line of the fault table."""
 
     fault: str
-    attempted: int = 0  # confirms issued
+    attempted: int = 0  # confirms issued in the storm the fault hit
     accepted: int = 0  # final statuses
     rejected: int = 0
     unknown: int = 0
@@ -75,8 +83,11 @@ class Row(Struct, kw_only=True):
     delivered: int = 0  # sends with a stored message at the sink
     duplicates: int = 0
     lies: int = 0
+    open_at_fault: int = 0  # sends not yet closed when the fault began
     close_s: float = 0.0  # from the store's return until no claim was open
     deferred: int = 0  # closing events the servers could not write at once (their closer did)
+    status_failures: int = 0  # send_status calls (every 100 ms) that failed during the run
+    last_failure_s: float | None = None  # latest failed send_status after the store was back
     answers: dict[str, int] = field(default_factory=dict)  # the storm's answers, by kind
 
 
@@ -94,6 +105,7 @@ class Rig:
         self.proxied = proxied
         self.tmp = tmp
         self.servers: list[Server] = []
+        self.clients: list[Client] = []
         self.sends: list[Send] = []
         self.row = Row(fault=fault)
 
@@ -114,25 +126,36 @@ class Rig:
         """The CLI's environment: the store directly, the same data directory."""
         return {**self.env(), "ANGELOS_REDIS_URL": self.redis.url}
 
-    @contextlib.contextmanager
-    def running(self, **extra: str) -> Iterator[Rig]:
+    @contextlib.asynccontextmanager
+    async def running(self, **extra: str) -> AsyncIterator[Rig]:
         """Start Redis, the proxy and both servers; stop everything afterwards."""
-        self.redis.start()
+        await asyncio.to_thread(self.redis.start)
         try:
             if self.proxied:
                 self.proxy = FaultProxy("127.0.0.1", self.redis.port)
                 self.proxy.start()
             env = self.env(**extra)
-            self.servers = start_servers([env, env], self.tmp)
+            self.servers = await asyncio.to_thread(start_servers, [env, env], self.tmp)
             try:
-                yield self
+                # One MCP session per server for the whole run; concurrent calls share it, as
+                # an agent's client would (a new session per call costs this process more CPU
+                # than the servers spend answering).
+                async with Client(self.servers[0].url) as one, Client(self.servers[1].url) as two:
+                    self.clients = [one, two]
+                    yield self
             finally:
                 for server in self.servers:
-                    server.stop()
+                    await asyncio.to_thread(server.stop)
         finally:
             if self.proxy is not None:
                 self.proxy.close()
-            self.redis.stop()
+            await asyncio.to_thread(self.redis.stop)
+
+    async def call(self, n: int, tool: str, arguments: dict[str, Any], within: float = 60) -> Any:
+        """One tool call through server n's session; its structured content (errors too)."""
+        async with asyncio.timeout(within):
+            result = await self.clients[n % 2].call_tool(tool, arguments)
+        return result.structured_content
 
     # ------------------------------------------------------------------ the storm
 
@@ -144,7 +167,7 @@ class Rig:
         ]
 
         async def one(send: Send) -> None:
-            body = await call(self.servers[send.n % 2].url, "mail_prepare", {
+            body = await self.call(send.n, "mail_prepare", {
                 "action": "new",
                 "message": {"to": [send.rcpt], "subject": "Storm", "text": f"Send {send.n}"},
             })  # fmt: skip
@@ -155,16 +178,15 @@ class Rig:
         self.sends += sends
         return sends
 
-    async def confirm(self, send: Send, server: Server) -> None:
-        """Confirm once through one server; note its answer (or its failure)."""
-        self.row.attempted += 1
+    async def confirm(self, send: Send, n: int) -> None:
+        """Confirm once through server n; note its answer (or its failure)."""
         arguments = {
             "prepared_id": send.pid,
             "confirmed_digest": send.digest,
             "append_sent": False,
         }
         try:
-            body = await call(server.url, "mail_send_confirmed", arguments, within=150)
+            body = await self.call(n, "mail_send_confirmed", arguments, within=150)
         except Exception as exc:  # a timeout or a dropped HTTP call: the answer is unknown
             send.answers.append(f"call-failed:{type(exc).__name__}")
             return
@@ -174,16 +196,31 @@ class Rig:
         """Confirm every send at once (every tenth through both servers) as one awaitable."""
         calls = []
         for send in sends:
-            calls.append(self.confirm(send, self.servers[send.n % 2]))
+            calls.append(self.confirm(send, send.n))
             if send.n % DOUBLED_EVERY == 0:
-                calls.append(self.confirm(send, self.servers[(send.n + 1) % 2]))
+                calls.append(self.confirm(send, send.n + 1))
         return asyncio.gather(*calls)
+
+    async def claimed(self, within_s: float = 60) -> int:
+        """Wait until every send is claimed (all the storm's confirms reached the servers);
+        return how many are still open."""
+        client = connect(self.redis.url)
+        reader = BulkReader(client, LedgerKeys(self.namespace))
+        deadline = time.monotonic() + within_s
+        try:
+            while True:
+                states = await self.states(reader)
+                if "PREPARED" not in states or time.monotonic() > deadline:
+                    return sum(1 for state in states if state in OPEN_STATES)
+                await asyncio.sleep(0.05)
+        finally:
+            await client.aclose()
 
     async def stored(self, at_least: int, within_s: float = 20) -> None:
         """Wait until the sink stored `at_least` messages of this run (mid-storm)."""
         deadline = time.monotonic() + within_s
-        while len(self.delivered()) < at_least and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
+        while self.stored_count() < at_least and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
 
     # ------------------------------------------------------------------ the verdict
 
@@ -195,28 +232,33 @@ class Rig:
             if t.stored and t.rcpt_tos and self.tag in t.rcpt_tos[0]
         )
 
-    async def wait_closed(self, since: float) -> None:
-        """Wait until no claim is open (bounded); record how long after `since` that took."""
+    def stored_count(self) -> int:
+        """How many messages of this run the sink stored (a cheap scan of its log)."""
+        log = Path(self.services.smtp_spool) / "transactions.jsonl"
+        marker, stored = f"-{self.tag}.example.test".encode(), b'"stored": true'
+        return sum(1 for line in log.read_bytes().splitlines() if marker in line and stored in line)
+
+    async def wait_closed(self, since: float) -> float:
+        """Wait until no claim is open (bounded); return how long after `since` that took."""
         client = connect(self.redis.url)
-        store = LedgerStore(client, LedgerSettings(namespace=self.namespace))
+        reader = BulkReader(client, LedgerKeys(self.namespace))
         try:
             while True:
-                states = [await self.state(store, send.pid) for send in self.sends]
+                states = await self.states(reader)
                 if not OPEN_STATES & set(states):
                     break
                 assert time.monotonic() - since < CLOSE_BOUND_S, Counter(states)
                 await asyncio.sleep(0.2)
         finally:
             await client.aclose()
-        self.row.close_s = round(max(0.0, time.monotonic() - since), 1)
+        return round(max(0.0, time.monotonic() - since), 1)
 
-    @staticmethod
-    async def state(store: LedgerStore, pid: str) -> str:
-        """The lifecycle state of one stream, read directly from Redis."""
+    async def states(self, reader: BulkReader) -> list[str]:
+        """The lifecycle state of every send, read directly from Redis in one round trip."""
         for _ in range(50):
             with contextlib.suppress(Exception):
-                _, entries = await store.read(pid)
-                return state_after_types([e.t for e in entries])
+                _, streams = await reader.entries([send.pid for send in self.sends])
+                return [state_after_types([e.t for e in entries]) for entries in streams]
             await asyncio.sleep(0.2)
         raise AssertionError("the store did not answer the test's own reads")
 
@@ -225,11 +267,10 @@ class Rig:
         found: dict[str, dict[str, Any]] = {}
         for send in self.sends:
             for attempt in range(20):
-                body = await call(
-                    self.servers[(send.n + attempt) % 2].url,
-                    "mail_query",
+                body = await self.call(
+                    send.n + attempt, "mail_query",
                     {"action": "send_status", "prepared_id": send.pid},
-                )
+                )  # fmt: skip
                 if "status" in body:
                     found[send.pid] = dict(body)
                     break
@@ -259,16 +300,16 @@ class Rig:
         row.lies = len(lies)
         if table:
             row.answers = dict(Counter(a for send in self.sends for a in send.answers))
+            row.attempted = sum(row.answers.values())
             row.deferred = sum(s.log().count('"send_close_deferred"') for s in self.servers)
-            print(f"store fault table: {json.dumps(row_dict(row))}")
         assert 0 == row.duplicates, delivered
         assert [] == lies
         assert 0 == finals["sending"], finals
         return statuses
 
-    def verify(self) -> dict[str, Any]:
+    async def verify(self) -> dict[str, Any]:
         """`angelos ledger verify --json` on the store directly."""
-        done = ledger_cli(self.cli_env(), "verify", "--json")
+        done = await asyncio.to_thread(ledger_cli, self.cli_env(), "verify", "--json")
         assert done.stdout, done.stderr
         report: dict[str, Any] = json.loads(done.stdout)
         return report
@@ -288,6 +329,39 @@ def row_dict(row: Row) -> dict[str, Any]:
     return {name: getattr(row, name) for name in row.__struct_fields__}
 
 
+class StatusPoller:
+    """send_status through both servers every 100 ms; when each call was made and if it failed."""
+
+    def __init__(self, rig: Rig, pid: str) -> None:
+        self.rig, self.pid = rig, pid
+        self.calls: list[tuple[float, bool]] = []  # (monotonic start, answered with a status)
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            started = time.monotonic()
+            n += 1
+            try:
+                body = await self.rig.call(
+                    n, "mail_query", {"action": "send_status", "prepared_id": self.pid}, within=30
+                )
+                ok = "status" in body
+            except Exception:
+                ok = False
+            self.calls.append((started, ok))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), 0.1)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def last_failure_after(self, back: float) -> float | None:
+        """Seconds after `back` of the latest call that failed (None if none failed then)."""
+        late = [started - back for started, ok in self.calls if not ok and started >= back]
+        return round(max(late), 2) if late else None
+
+
 async def with_fault(
     rig: Rig,
     inject: Callable[[], None],
@@ -298,19 +372,219 @@ async def with_fault(
 ) -> None:
     """Storm all sends, inject the fault mid-storm, hold it, restore it, and judge the run."""
     await rig.prepare_all()
+    poller = StatusPoller(rig, rig.sends[0].pid)
+    polling = asyncio.ensure_future(poller.run())
     storm = asyncio.ensure_future(rig.storm(rig.sends))
     await rig.stored(after_stored)
+    # Every confirm is in, and the fault meets sends queued for a connection and in flight.
+    rig.row.open_at_fault = await rig.claimed()
     await asyncio.to_thread(inject)
     await asyncio.sleep(hold_s)
     await asyncio.to_thread(restore)
     back = time.monotonic()
     await storm
-    await rig.wait_closed(back)
+    rig.row.close_s = await rig.wait_closed(back)
+    poller.stop()
+    await polling
+    rig.row.last_failure_s = poller.last_failure_after(back)
+    rig.row.status_failures = sum(1 for _, ok in poller.calls if not ok)
     await rig.verdict()
+    assert rig.row.open_at_fault >= 10, rig.row  # the fault met the storm, not its end
+    # The pool heals: no status call fails later than a second after the store is back.
+    assert rig.row.last_failure_s is None or rig.row.last_failure_s <= 1.0, rig.row
     # Everything confirmed again: what the fault left unsent may go now, once; nothing twice.
     await rig.storm(rig.sends)
     await rig.wait_closed(time.monotonic())
     await rig.verdict(table=False)
-    report = rig.verify()
+    report = await rig.verify()
     assert report["ok"], report["findings"]
 
+
+
+# ---------------------------------------------------------------------------------------------
+# The scenarios
+
+
+Scenario = Callable[[Rig], Awaitable[None]]
+
+
+async def crash(rig: Rig) -> None:
+    """kill -9, restart 3 s later; the dispatcher waits a second, then leaves the verdict to
+    its closer, so the closing events of this run are written after the restart."""
+    async with rig.running(SEND_OUTCOME_PERSIST_WINDOW_S="1"):
+        await with_fault(rig, rig.redis.kill, rig.redis.start, 3.0)
+
+
+async def shutdown(rig: Rig) -> None:
+    """SHUTDOWN, restart 3 s later."""
+    async with rig.running():
+        await with_fault(rig, rig.redis.shutdown, rig.redis.start, 3.0)
+
+
+def pause(seconds: float) -> Scenario:
+    """SIGSTOP for a while, then SIGCONT."""
+
+    async def paused(rig: Rig) -> None:
+        async with rig.running():
+            await with_fault(rig, rig.redis.pause, rig.redis.resume, seconds)
+
+    return paused
+
+
+async def out_of_memory(rig: Rig) -> None:
+    """Every write refused for 5 s (maxmemory 1, noeviction); closer as for the crash."""
+    async with rig.running(SEND_OUTCOME_PERSIST_WINDOW_S="1"):
+        await with_fault(rig, lambda: rig.redis.oom(True), lambda: rig.redis.oom(False), 5.0)
+
+
+def network(mode: Callable[[FaultProxy], None], seconds: float) -> Scenario:
+    """The proxy misbehaves for a while, then heals."""
+
+    async def faulty(rig: Rig) -> None:
+        async with rig.running():
+            proxy = rig.proxy
+            assert proxy is not None
+            await with_fault(rig, lambda: mode(proxy), proxy.heal, seconds)
+
+    return faulty
+
+
+async def aof_off_then_crash(rig: Rig) -> None:
+    """`appendonly no` at run time, a second storm, a crash, a restart on the old AOF."""
+    # Readings 20 s apart (grace > 6 + 60 + 60): the second half is claimed and sent before the
+    # servers read the store again, as it would be between two production refreshes.
+    slow = {
+        "SEND_DISPATCHER_LEASE_MS": "60000",
+        "SEND_DISPATCHER_LEASE_REFRESH_MS": "20000",
+        "SEND_RECOVERY_GRACE_S": "127",
+    }
+    async with rig.running(**slow):
+        await rig.prepare_all()
+        first, second = rig.sends[:30], rig.sends[30:]
+        await rig.storm(first)
+        await rig.wait_closed(time.monotonic())
+        await asyncio.to_thread(rig.redis.config_set, "appendonly", "no")
+        await rig.storm(second)  # not durable, and not yet known to be
+        noticed = await until(lambda: all_health(rig, "AOF persistence is off"), 40)
+        assert noticed, [health(rig, n)["sending"] for n in (0, 1)]
+        await asyncio.to_thread(rig.redis.kill)
+        await asyncio.to_thread(rig.redis.start)  # appendonly yes again: the old AOF loads
+        await judge_rollback(rig, 30, time.monotonic())
+
+
+async def older_aof(rig: Rig) -> None:
+    """A restart from a copy of the AOF taken before the second storm."""
+    async with rig.running():
+        await rig.prepare_all()
+        first, second = rig.sends[:30], rig.sends[30:]
+        await rig.storm(first)
+        await rig.wait_closed(time.monotonic())
+        snapshot = await asyncio.to_thread(rig.redis.snapshot_aof)
+        await rig.storm(second)
+        await rig.wait_closed(time.monotonic())
+        await asyncio.to_thread(rig.redis.shutdown)
+        await asyncio.to_thread(rig.redis.restore_aof, snapshot)
+        await asyncio.to_thread(rig.redis.start)
+        await judge_rollback(rig, 30, time.monotonic())
+
+
+async def judge_rollback(rig: Rig, before: int, back: float) -> None:
+    """What the store forgot is quarantined, sending stays off until a person acknowledges,
+    and nothing is ever sent twice, before or after."""
+    halted = await until(lambda: all_health(rig, halted=True), 30)
+    assert halted, [health(rig, n)["sending"] for n in (0, 1)]
+    assert "went back in time" in health(rig)["sending"]["reason"]
+    forgotten = rig.sends[before:]
+    claimed = ("accepted", "rejected", "unknown")
+    assert any(a in claimed for s in forgotten for a in s.answers)  # the loss was real
+    rig.row.close_s = await rig.wait_closed(back)
+    statuses = await rig.statuses()
+    for send in forgotten:
+        status = statuses[send.pid]
+        assert ("unknown", "store_rollback") == (status["status"], status.get("stage")), status
+    await rig.storm(rig.sends)  # halted: refused, or replays
+    report = await rig.verify()
+    assert {"rollback_halt"} == {f["kind"] for f in report["findings"]}, report["findings"]
+    done = await asyncio.to_thread(ledger_cli, rig.cli_env(), "acknowledge-rollback")
+    assert 0 == done.returncode, done.stdout + done.stderr
+    resumed = await until(lambda: all_health(rig, ready=True), 30)
+    assert resumed, [health(rig, n)["sending"] for n in (0, 1)]
+    await rig.storm(rig.sends)  # sending is back on: still only replays
+    await rig.verdict()
+    assert (await rig.verify())["ok"]
+
+
+SCENARIOS: dict[str, tuple[bool, Scenario]] = {  # name: (behind the proxy, scenario)
+    "kill -9, restart after 3 s; persist window 1 s": (False, crash),
+    "SHUTDOWN, restart after 3 s": (False, shutdown),
+    "SIGSTOP 2 s": (False, pause(2.0)),
+    "SIGSTOP 40 s": (False, pause(40.0)),
+    "OOM 5 s; persist window 1 s": (False, out_of_memory),
+    "proxy: reset after 512 bytes, 3 s": (True, network(lambda p: p.reset_after(512), 3.0)),
+    "proxy: delay 1.5 s, 5 s": (True, network(lambda p: p.delay(1.5), 5.0)),
+    "proxy: stall 12 s": (True, network(FaultProxy.stall, 12.0)),
+    "proxy: blackhole 8 s": (True, network(FaultProxy.blackhole, 8.0)),
+    "appendonly no, sends, crash, restart": (False, aof_off_then_crash),
+    "restart from an older AOF": (False, older_aof),
+}
+
+
+class Outcome(Struct):
+    """One scenario's row and, if it failed, why."""
+
+    row: Row
+    error: BaseException | None = None
+
+    def check(self) -> None:
+        """Fail the calling test the way the scenario failed."""
+        if self.error is not None:
+            raise self.error
+
+
+async def run_all(services: Services, tmp: Path) -> dict[str, Outcome]:
+    """Run every scenario at once; each one's outcome, by name."""
+    rigs: dict[str, Rig] = {}
+    for n, (name, (proxied, _)) in enumerate(SCENARIOS.items()):
+        directory = tmp / f"fault-{n}"
+        directory.mkdir()
+        rigs[name] = Rig(services, directory, name, proxied=proxied)
+    results = await asyncio.gather(
+        *(scenario(rigs[name]) for name, (_, scenario) in SCENARIOS.items()),
+        return_exceptions=True,
+    )
+    outcomes = {
+        name: Outcome(rigs[name].row, None if result is None else result)
+        for name, result in zip(SCENARIOS, results, strict=True)
+    }
+    print("store fault table:")
+    for outcome in outcomes.values():
+        print(json.dumps(row_dict(outcome.row)))
+    return outcomes
+
+
+def health(rig: Rig, n: int = 0) -> dict[str, Any]:
+    """One server's /healthz body."""
+    with urllib.request.urlopen(f"{rig.servers[n].base}/healthz", timeout=5) as answer:
+        body: dict[str, Any] = json.load(answer)
+    return body
+
+
+def all_health(rig: Rig, reason: str = "", *, halted: bool = False, ready: bool = False) -> bool:
+    """Tell whether both servers' /healthz say so: a reason, a halt, or ready."""
+    for n in (0, 1):
+        sending = health(rig, n)["sending"]
+        if reason not in sending["reason"] or (halted and not sending["ledger_halted"]):
+            return False
+        if ready and not sending["ready"]:
+            return False
+    return True
+
+
+async def until(check: Callable[[], bool], within_s: float) -> bool:
+    """Poll a blocking check (in a thread) until it holds or the time is up."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if await asyncio.to_thread(check):
+            return True
+        await asyncio.sleep(0.2)
+    return False
