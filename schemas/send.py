@@ -18,7 +18,8 @@ PENDING_WARNING = (
     "Check send_status; never resend or prepare a duplicate."
 )
 PERSISTENCE_WARNING = (
-    "The outcome could not be recorded in the ledger; the ID stays consumed. Do not resend."
+    "The ledger store has not recorded this outcome yet; it is kept and recorded when the store "
+    "answers again. The ID stays consumed. Do not resend."
 )
 SENT_COPY_WARNING = (
     "SMTP accepted the message but the Sent copy failed; the message was sent, do not resend."

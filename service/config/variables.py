@@ -223,7 +223,9 @@ VARIABLES: Final = (
         "store",
         "`$XDG_DATA_HOME/angelos`, else `$HOME/.local/share/angelos`",
         "an absolute path without control characters",
-        "where the embedded Redis keeps its AOF (directories created with mode 0700)",
+        "where the embedded Redis keeps its AOF, and every server its rollback witness and the "
+        "journal of ledger writes it still owes (directories created with mode 0700); keep it "
+        "on persistent, writable storage, or sending stays off",
     ),
     Variable(
         "XDG_DATA_HOME",
@@ -318,7 +320,8 @@ VARIABLES: Final = (
         "timing",
         "`600`",
         "an integer >= 1",
-        "how long a dispatcher keeps trying to record an outcome",
+        "how long a dispatch waits for the store to record an outcome before answering with "
+        "the persistence warning; the outcome is kept and recorded when the store answers",
     ),
     Variable(
         "SENT_FILING_TIMEOUT_S",
@@ -346,7 +349,8 @@ VARIABLES: Final = (
         "timing",
         "`30000`",
         "an integer >= 1000",
-        "liveness lease of a server process; recovery waits for it to lapse",
+        "liveness lease of a server process; recovery waits for it to lapse, and a dispatch "
+        "takes a network step only within two thirds of it after the last confirmed renewal",
     ),
     Variable(
         "SEND_DISPATCHER_LEASE_REFRESH_MS",
