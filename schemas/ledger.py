@@ -282,3 +282,4 @@ class SelfCheckReport(Struct, frozen=True, kw_only=True):
     version: str
     waitaof: bool
     store_id: str = ""  # the ledger's id (meta.store_id), known when the check read the meta
+    durability_only: bool = False  # only the durability settings failed; they may yet hold

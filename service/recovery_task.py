@@ -70,7 +70,8 @@ def start_recovery(store_config: StoreConfig | None, sending: Sending) -> Recove
     """Start recovery when the ledger store passed its self-check (sending itself may be off)."""
     if store_config is None or sending.store is None:
         return None
-    if sending.report is None or not sending.report.usable:
+    report = sending.report
+    if report is None or not (report.usable or report.durability_only):
         return None
     task = RecoveryTask(Recoverer(sending.store), store_config.recovery_interval_s)
     if sending.monitor is not None:

@@ -192,9 +192,11 @@ async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
         return Sending(problem=f"the embedded ledger store did not start: {exc}")
     report = await self_check(store.client, options, store=store)
     sending = Sending(store=store, report=report, embedded=embedded, problem=report.reason)
-    if not report.usable:
+    if not report.usable and not report.durability_only:
         log.warning("send disabled: durable store configuration is incomplete")
         return sending
+    # Settings that do not hold yet (AOF off, say) keep sending off through the monitor, which
+    # re-reads them on every refresh: fixing Redis is enough, no restart is needed.
     monitor.waitaof = report.waitaof
     try:
         attach_witness(store, store_config.data_dir, report.store_id)

@@ -45,6 +45,11 @@ class _Refused(Exception):
     """A requirement failed; the message is the public reason."""
 
 
+class _NotDurable(_Refused):
+    """Only the durability rule failed: the store is otherwise ready, and a server may arm and
+    wait for the settings to hold (its monitor re-reads them)."""
+
+
 async def self_check(
     client: aioredis.Redis,
     options: SelfCheckOptions | None = None,
@@ -55,11 +60,15 @@ async def self_check(
     opts = options or SelfCheckOptions()
     version = ""
     store_id = ""
+    not_durable = ""
     try:
         async with asyncio.timeout(opts.timeout_s):
             facts = await _facts(client, store.keys if store is not None else LedgerKeys("angelos"))
             version = _version(facts)
-            mode, waitaof = await _durability(client, facts, opts)
+            try:
+                mode, waitaof = await _durability(client, facts, opts)
+            except _NotDurable as refused:
+                not_durable, mode, waitaof = str(refused), "none", False
             await _scripts(client)
             if store is not None:
                 meta = await store.ensure_meta()
@@ -76,6 +85,16 @@ async def self_check(
         return _refused("the ledger store is unreachable", version)
     except Exception:  # the self-check must never take the server down
         return _refused("the ledger store self-check failed", version)
+    if not_durable:
+        return SelfCheckReport(
+            usable=False,
+            reason=not_durable,
+            durability_mode="none",
+            version=version,
+            waitaof=False,
+            store_id=store_id,
+            durability_only=True,
+        )
     return SelfCheckReport(
         usable=True,
         reason="",
@@ -122,7 +141,7 @@ async def _durability(
         raise _Refused("SEND_LEDGER_WAITAOF_REPLICAS needs WAITAOF (Redis 7.2 or newer)")
     verdict = durability(facts, opts.durability, waitaof=waitaof)
     if not verdict.ok:
-        raise _Refused(verdict.reason)
+        raise _NotDurable(verdict.reason)
     return verdict.mode, waitaof
 
 

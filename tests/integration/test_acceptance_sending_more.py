@@ -166,13 +166,10 @@ class TestStoreLostAfterTheTerminator:
         try:
             async with mcp_client(settings) as (client, app):
                 assert app.sending.usable, app.sending.reason
-                preview = await prepare(client, rcpt)
+                preview, (error, answer) = await answered_without_a_store(
+                    services, client, redis, rcpt
+                )
                 pid = preview["prepared_id"]
-                sending = asyncio.create_task(confirm(client, preview))
-                await terminator_seen(services, rcpt)
-                await asyncio.to_thread(redis.kill)
-                # The store stays down until the dispatcher has given up waiting and answered.
-                error, answer = await asyncio.wait_for(sending, 30)
                 await asyncio.to_thread(redis.start)
                 seen = await statuses_until_closed(client, pid, within_s=20)
                 recorded = await ledger(app, pid)
@@ -197,12 +194,10 @@ class TestStoreLostAfterTheTerminator:
         settings = self.short_window(services, redis)
         try:
             async with mcp_client(settings) as (client, app):
-                preview = await prepare(client, rcpt)
+                preview, (error, answer) = await answered_without_a_store(
+                    services, client, redis, rcpt
+                )
                 pid = preview["prepared_id"]
-                sending = asyncio.create_task(confirm(client, preview))
-                await terminator_seen(services, rcpt)
-                await asyncio.to_thread(redis.kill)
-                error, answer = await asyncio.wait_for(sending, 30)
             # The process has ended with the store still down; the next one starts after it.
             await asyncio.to_thread(redis.start)
             async with mcp_client(settings) as (client, app):
@@ -233,6 +228,18 @@ class TestStoreLostAfterTheTerminator:
             SEND_RECOVERY_INTERVAL_S="1",
             **TEST_BUILD,
         )
+
+
+async def answered_without_a_store(
+    services: Services, client: Any, redis: PrivateRedis, rcpt: str
+) -> tuple[dict[str, Any], tuple[bool, dict[str, Any]]]:
+    """Confirm, kill the store the moment the sink has the final dot, and return the preview
+    and the answer (the store stays down until the dispatcher has given up waiting)."""
+    preview = await prepare(client, rcpt)
+    sending = asyncio.create_task(confirm(client, preview))
+    await terminator_seen(services, rcpt)
+    await asyncio.to_thread(redis.kill)
+    return preview, await asyncio.wait_for(sending, 30)
 
 
 async def statuses_until_closed(client: Any, pid: str, within_s: float) -> list[str]:

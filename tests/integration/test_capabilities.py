@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from support.imap_proxy import ImapProxy
 from support.inprocess import ALL_SCOPES, mcp_client
+from support.redis_control import ControlledRedis
 
 ALL_GATES = {"MAIL_ENABLE_WRITES": "1", "MAIL_ENABLE_SEND": "1", "MAIL_ENABLE_DELETE": "1"}
 READY = {"ready": True}
@@ -236,3 +239,41 @@ class TestMissingHandler:
         assert result.is_error is True and body is not None
         assert "unsupported_operation" == body["error_code"]
         assert "mail_query action 'draft'" in body["error"]
+
+
+class TestAStoreFixedWhileServing:
+    async def test_a_server_started_on_a_store_without_aof_sends_once_aof_is_on(
+        self, services: Any, tmp_path: Path
+    ) -> None:
+        redis = ControlledRedis(tmp_path)
+        redis.start()
+        try:
+            redis.config_set("appendonly", "no")
+            env = {
+                **services.product_env,
+                **ALL_GATES,
+                "ANGELOS_REDIS_URL": redis.url,
+                "SEND_LEDGER_NAMESPACE": f"fix-{uuid.uuid4().hex[:10]}",
+                "ANGELOS_ALLOW_FAULT_INJECTION": "1",
+                "ANGELOS_ENV": "test",
+                "SEND_DISPATCHER_LEASE_MS": "1000",
+                "SEND_DISPATCHER_LEASE_REFRESH_MS": "200",
+                "SMTP_DATA_TERMINATION_TIMEOUT_S": "2",
+                "SEND_DISPATCH_DEADLINE_S": "6",
+                "SEND_RECOVERY_GRACE_S": "68",
+            }
+            async with mcp_client(env, ALL_SCOPES) as (client, _):
+                before = await client.call_tool("mail_query", {"action": "capabilities"})
+                redis.config_set("appendonly", "yes")
+                after: dict[str, Any] = {}
+                for _ in range(50):  # the next lease refresh reads the store again
+                    answer = await client.call_tool("mail_query", {"action": "capabilities"})
+                    after = answer.structured_content
+                    if after["send_enabled"]:
+                        break
+                    await asyncio.sleep(0.1)
+        finally:
+            redis.stop()
+        assert False is before.structured_content["send_enabled"]
+        assert "appendonly yes" in before.structured_content["send_disabled_reason"]
+        assert (True, None) == (after["send_enabled"], after.get("send_disabled_reason"))
