@@ -37,6 +37,9 @@ class Lease:
         self.monitor = monitor
         self._sent_ok = float("-inf")  # when the last confirmed refresh was sent (monotonic)
         self._task: asyncio.Task[None] | None = None
+        self._refreshing = asyncio.Lock()
+        self._tried = float("-inf")  # when the last refresh was sent, confirmed or not
+        self._answer = False  # whether that refresh was confirmed
 
     @property
     def fresh_s(self) -> float:
@@ -52,15 +55,24 @@ class Lease:
         return time.monotonic() - self._sent_ok < self.fresh_s
 
     async def refresh(self) -> bool:
-        """Refresh once; False when the store did not confirm."""
-        sent = time.monotonic()
-        try:
-            await self.store.refresh_lease(self.dispatcher_id, self.lease_ms)
-        except MailError:
-            log.warning("lease_refresh_failed")
-            return False
-        self._sent_ok = sent
-        return True
+        """Refresh once; False when the store did not confirm.
+
+        Callers that arrive while a refresh is in flight share its result (a stale lease found
+        by many waiting dispatches at once costs one write).
+        """
+        queued = time.monotonic()
+        async with self._refreshing:
+            if self._tried >= queued:
+                return self._answer  # one sent after this call arrived: its answer is ours
+            sent = self._tried = time.monotonic()
+            try:
+                await self.store.refresh_lease(self.dispatcher_id, self.lease_ms)
+            except MailError:
+                log.warning("lease_refresh_failed")
+                self._answer = False
+                return False
+            self._sent_ok, self._answer = sent, True
+            return True
 
     async def start(self) -> None:
         """Take the lease now and keep refreshing it in the background."""
