@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,7 @@ from ledger.ids import new_id
 from ledger.store.answers import Head
 from ledger.store.connection import connect
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
+from ledger.store.witness import Witness
 from schemas.ledger import Event, PreparedPayload, encode_event
 from schemas.ledger_events import Claimed, SmtpAccepted, SmtpAttemptStarted, SmtpCommitPoint
 
@@ -59,7 +63,8 @@ def make_payload(pid: str) -> PreparedPayload:
 
 
 async def lifecycle(store: LedgerStore, latencies: list[float]) -> None:
-    """One complete send's ledger work, each append awaited before the next."""
+    """One complete send's ledger work, each append awaited before the next; with a rollback
+    witness attached, its clock is kept (fsynced) after the two gates, as a dispatch does."""
     pid = new_id()
     t0 = time.perf_counter()
     prepared = await store.prepare(make_payload(pid), actor="api:bench", eid=new_id())
@@ -80,8 +85,10 @@ async def lifecycle(store: LedgerStore, latencies: list[float]) -> None:
         outcome = await store.append(
             pid, head, data, actor=f"dispatcher:{DISPATCHER}", eid=new_id()
         )
-        latencies.append(time.perf_counter() - t)
         assert outcome.result == "appended" and outcome.head is not None
+        if store.witness is not None and data is not ACCEPTED:
+            await store.witness.keep(outcome.clock)
+        latencies.append(time.perf_counter() - t)
         head = outcome.head
 
 
@@ -130,6 +137,10 @@ async def main() -> None:
         "--batching", choices=["on", "off", "both"], default="both",
         help="coalesce script calls of one loop turn into one pipeline (LedgerSettings.batching)",
     )  # fmt: skip
+    parser.add_argument(
+        "--witness", choices=["on", "off", "both"], default="off",
+        help="keep the rollback witness (a fsynced file) before each network step, as servers do",
+    )  # fmt: skip
     args = parser.parse_args()
     url = os.environ.get("ANGELOS_REDIS_URL")
     if not url:
@@ -143,12 +154,16 @@ async def main() -> None:
     cost = python_cost(20_000)
     print(f"python-only cost per append (seal+hash): {cost * 1e6:.1f} us")
     modes = {"on": [True], "off": [False], "both": [False, True]}[args.batching]
+    witnessing = {"on": [True], "off": [False], "both": [False, True]}[args.witness]
+    witness_dir = tempfile.mkdtemp(prefix="bench-witness-")
     try:
-        for batching in modes:
+        for batching, witness in itertools.product(modes, witnessing):
             settings = LedgerSettings(namespace=namespace, batching=batching)
             store = LedgerStore(client, settings)
+            if witness:
+                store.witness = Witness.open(witness_dir, namespace, new_id())
             await run(store, 50, 8)  # warm-up: scripts loaded, connections open
-            print(f"batching {'on' if batching else 'off'}:")
+            print(f"batching {'on' if batching else 'off'}, witness {'on' if witness else 'off'}:")
             for in_flight in args.in_flight:
                 total = args.lifecycles if in_flight > 1 else min(args.lifecycles, 1000)
                 cpu0, server0 = time.process_time(), redis_cpu_s(server_pid)
@@ -170,6 +185,7 @@ async def main() -> None:
         evalsha = stats.get("cmdstat_evalsha", {})
         print(f"server: EVALSHA {evalsha.get('usec_per_call', '?')} us per call (whole run)")
     finally:
+        shutil.rmtree(witness_dir, ignore_errors=True)
         keys = [key async for key in client.scan_iter(match=f"{namespace}:*", count=1000)]
         for start in range(0, len(keys), 500):
             await client.delete(*keys[start : start + 500])
