@@ -8,6 +8,7 @@ import random
 
 import structlog
 
+from ledger.background import cancel_and_wait
 from ledger.dispatch.recovery import Recoverer, RecoveryReport
 from schemas.errors import MailError
 from service.config import StoreConfig
@@ -42,14 +43,13 @@ class RecoveryTask:
     async def stop(self) -> None:
         """Stop the loop; a pass in flight is cancelled (its appends are each atomic)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
         self._wake.clear()
 
     async def _loop(self) -> None:

@@ -21,6 +21,7 @@ import msgspec
 import structlog
 from msgspec import Struct
 
+from ledger.background import cancel_and_wait
 from ledger.lifecycle import guards_hold, rule_for, state_after_types
 from ledger.store.answers import Head
 from ledger.store.ledger_store import LedgerStore, head_of
@@ -167,10 +168,7 @@ class Closer:
 
     async def stop(self) -> None:
         """Stop retrying (shutdown): the journal keeps what is still owed."""
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks))
+        await asyncio.gather(*(cancel_and_wait(task) for task in list(self._tasks)))
 
     # ------------------------------------------------------------------ internals
 

@@ -12,6 +12,7 @@ import time
 
 import structlog
 
+from ledger.background import cancel_and_wait
 from ledger.ids import new_id
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.monitor import StoreMonitor
@@ -92,8 +93,6 @@ class Lease:
     async def stop(self) -> None:
         """Stop refreshing and delete the lease (after running dispatches have ended)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
         with contextlib.suppress(MailError):
             await self.store.release_lease(self.dispatcher_id)

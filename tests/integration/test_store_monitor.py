@@ -138,19 +138,6 @@ async def until(check: Callable[[], Awaitable[bool]], within_s: float, what: str
     return time.monotonic() - started
 
 
-async def woken_passes_done(app: Any, passes: int) -> None:
-    """Wait until recovery has run the passes the monitor woke it for (its interval is 300 s).
-
-    Closing the app while a woken pass is starting can hang on Python 3.11: see
-    TestStoppingRecovery.
-    """
-
-    async def ran() -> bool:
-        return bool(app.recovery.passes >= passes)
-
-    await until(ran, 10, f"{passes} recovery pass(es)")
-
-
 async def events(app: Any, pid: str) -> list[tuple[str, Any]]:
     """(type, data) of every event of one send, oldest first, read from the store."""
     _, entries = await app.sending.store.read(pid)
@@ -204,7 +191,7 @@ class TestDurabilityWhileServing:
         self, services: Services, tmp_path: Path
     ) -> None:
         with controlled_redis(tmp_path / "redis") as store:
-            async with mcp_client(server_env(services, tmp_path, store.url)) as (client, app):
+            async with mcp_client(server_env(services, tmp_path, store.url)) as (client, _app):
                 preview = await prepare(client, fresh())
                 assert (await capabilities(client))["send_enabled"] is True
 
@@ -223,7 +210,6 @@ class TestDurabilityWhileServing:
                 projected = await status(client, preview["prepared_id"])
                 await asyncio.to_thread(store.config_set, "appendonly", "yes")
                 back_s = await until(on, NOTICE_BOUND_S, "capabilities say sending is on")
-                await woken_passes_done(app, 2)  # off, then on again
         report("appendonly_no", noticed_s=round(noticed_s, 3), back_s=round(back_s, 3))
         assert AOF_OFF in body["send_disabled_reason"]
         assert prepare_error is True
@@ -235,7 +221,7 @@ class TestDurabilityWhileServing:
         self, services: Services, tmp_path: Path
     ) -> None:
         with controlled_redis(tmp_path / "redis") as store:
-            async with mcp_client(server_env(services, tmp_path, store.url)) as (client, app):
+            async with mcp_client(server_env(services, tmp_path, store.url)) as (client, _app):
                 preview = await prepare(client, fresh())
 
                 async def off() -> bool:
@@ -253,7 +239,6 @@ class TestDurabilityWhileServing:
                 projected = await status(client, preview["prepared_id"])
                 await asyncio.to_thread(store.config_set, "maxmemory-policy", "noeviction")
                 back_s = await until(on, NOTICE_BOUND_S, "capabilities say sending is on")
-                await woken_passes_done(app, 2)  # off, then on again
         report("allkeys_lru", noticed_s=round(noticed_s, 3), back_s=round(back_s, 3))
         assert LRU in body["send_disabled_reason"]
         assert (True, "deployment_disabled") == (prepare_error, refusal["error_code"])
@@ -287,7 +272,6 @@ class TestEveryNewConnectionIsRead:
                     elapsed_s = time.monotonic() - started
                     body = await capabilities(client)
                     projected = await status(client, preview["prepared_id"])
-                    await woken_passes_done(app, 1)  # durable, then not
         finally:
             await asyncio.to_thread(store.stop)
         assert elapsed_s < RARE_REFRESH_S  # no lease refresh has read the store since the start
@@ -379,7 +363,6 @@ class TestTheRollbackWitness:
             projected = await status(run.client, run.preview["prepared_id"])
             since_back_s = time.monotonic() - run.back
             code, found = await asyncio.to_thread(verify, run.env)
-            await woken_passes_done(run.app, 1)  # the halt
         report("rollback", halted_s=round(halted_s, 3), quarantined_s=round(since_back_s, 3))
         assert body["send_enabled"] is False
         assert ACKNOWLEDGE in body["send_disabled_reason"]
@@ -405,7 +388,6 @@ class TestTheRollbackWitness:
             resumed_s = await until(enabled, NOTICE_BOUND_S, "capabilities say sending is on")
             code, found = await asyncio.to_thread(verify, run.env)
             error, replay = await confirm(run.client, run.preview)
-            await woken_passes_done(run.app, 2)  # the halt, then its acknowledgement
         report("acknowledged", resumed_s=round(resumed_s, 3))
         assert 0 == done.returncode, done.stdout + done.stderr
         assert (0, True, []) == (code, found["ok"], found["findings"])
@@ -638,12 +620,11 @@ async def stops(task: RecoveryTask) -> bool:
 class TestStoppingRecovery:
     """Stopping the recovery task ends it, whatever the task is doing at that moment.
 
-    Both fail on Python 3.11 (the project's floor, and this venv): there asyncio.wait_for
-    returns the awaited result and drops a cancellation that lands in the same loop turn as
-    that result (CPython gh-86296, fixed in 3.12). RecoveryTask._pause waits for its wake with
-    wait_for, and so does redis-py when it opens a connection; the lost cancellation leaves the
-    task running (a pass, then a 300 s pause, again and again) and stop(), so the server's
-    shutdown (AppContext.aclose), waits for it without end.
+    On Python 3.11 (the project's floor) a cancellation that lands in the same loop turn as the
+    result of an awaited wait_for is dropped (CPython gh-86296, fixed in 3.12), in the task's
+    own pause and in redis-py's connection set-up; a task that survived its cancel kept the
+    server's shutdown waiting forever. stop() now cancels until the task has ended
+    (ledger/background.py); these reproduce the two ways it used to hang.
     """
 
     async def test_stop_ends_the_task_when_the_monitor_wakes_it_at_that_moment(
