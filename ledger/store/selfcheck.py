@@ -85,23 +85,14 @@ async def self_check(
         return _refused("the ledger store is unreachable", version)
     except Exception:  # the self-check must never take the server down
         return _refused("the ledger store self-check failed", version)
-    if not_durable:
-        return SelfCheckReport(
-            usable=False,
-            reason=not_durable,
-            durability_mode="none",
-            version=version,
-            waitaof=False,
-            store_id=store_id,
-            durability_only=True,
-        )
     return SelfCheckReport(
-        usable=True,
-        reason="",
+        usable=not not_durable,
+        reason=not_durable,
         durability_mode=mode,
         version=version,
         waitaof=waitaof,
         store_id=store_id,
+        durability_only=bool(not_durable),
     )
 
 

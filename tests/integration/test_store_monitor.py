@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import redis
 import structlog
+from faults.harness import FAST as HARNESS_TIMINGS
 from faults.harness import ledger_cli
 
 from ledger.dispatch.recovery import Recoverer
@@ -41,17 +42,9 @@ from support.smtp_sink import transactions
 
 pytestmark = pytest.mark.services
 
-# Test-build timings: the grace must exceed SEND_DISPATCH_DEADLINE_S + the lease + 60 s.
-FAST = {
-    "ANGELOS_ALLOW_FAULT_INJECTION": "1",
-    "ANGELOS_ENV": "test",
-    "SMTP_DATA_TERMINATION_TIMEOUT_S": "2",
-    "SEND_DISPATCH_DEADLINE_S": "6",
-    "SEND_DISPATCHER_LEASE_MS": "1000",
-    "SEND_DISPATCHER_LEASE_REFRESH_MS": "300",
-    "SEND_RECOVERY_GRACE_S": "68",
-    "SEND_RECOVERY_INTERVAL_S": "300",  # a pass within seconds can only be the monitor's wake
-}
+# The fault tests' timings, with recovery 300 s apart: a pass within seconds can only be the
+# monitor's wake.
+FAST = {**HARNESS_TIMINGS, "SEND_RECOVERY_INTERVAL_S": "300"}
 # Readings 20 s apart (grace > 6 + 60 + 60): within a test only a new connection reads the store.
 RARE_REFRESH = {
     "SEND_DISPATCHER_LEASE_MS": "60000",
@@ -187,8 +180,15 @@ def plain_redis(port: int, directory: Path, *settings: str) -> Iterator[None]:
 class TestDurabilityWhileServing:
     """The durability rule is applied again with every lease refresh of a running server."""
 
-    async def test_appendonly_switched_off_stops_sending_and_back_on_restarts_it(
-        self, services: Services, tmp_path: Path
+    @pytest.mark.parametrize(
+        ("setting", "bad", "good", "reason"),
+        [
+            ("appendonly", "no", "yes", AOF_OFF),
+            ("maxmemory-policy", "allkeys-lru", "noeviction", LRU),
+        ],
+    )
+    async def test_a_setting_that_stops_holding_stops_sending_until_it_holds_again(
+        self, services: Services, tmp_path: Path, setting: str, bad: str, good: str, reason: str
     ) -> None:
         with controlled_redis(tmp_path / "redis") as store:
             async with mcp_client(server_env(services, tmp_path, store.url)) as (client, _app):
@@ -201,50 +201,20 @@ class TestDurabilityWhileServing:
                 async def on() -> bool:
                     return (await capabilities(client))["send_enabled"] is True
 
-                await asyncio.to_thread(store.config_set, "appendonly", "no")
+                await asyncio.to_thread(store.config_set, setting, bad)
                 noticed_s = await until(off, NOTICE_BOUND_S, "capabilities say sending is off")
                 body = await capabilities(client)
                 prepare_error, refusal = await tool(client, "mail_prepare", {
                     "action": "new", "message": {"to": [fresh()], "text": "No"},
                 })  # fmt: skip
                 projected = await status(client, preview["prepared_id"])
-                await asyncio.to_thread(store.config_set, "appendonly", "yes")
+                await asyncio.to_thread(store.config_set, setting, good)
                 back_s = await until(on, NOTICE_BOUND_S, "capabilities say sending is on")
-        report("appendonly_no", noticed_s=round(noticed_s, 3), back_s=round(back_s, 3))
-        assert AOF_OFF in body["send_disabled_reason"]
-        assert prepare_error is True
-        assert "deployment_disabled" == refusal["error_code"]
-        assert AOF_OFF in refusal["error"]
-        assert "prepared" == projected["status"]
-
-    async def test_an_evicting_memory_policy_stops_sending_until_noeviction_returns(
-        self, services: Services, tmp_path: Path
-    ) -> None:
-        with controlled_redis(tmp_path / "redis") as store:
-            async with mcp_client(server_env(services, tmp_path, store.url)) as (client, _app):
-                preview = await prepare(client, fresh())
-
-                async def off() -> bool:
-                    return (await capabilities(client))["send_enabled"] is False
-
-                async def on() -> bool:
-                    return (await capabilities(client))["send_enabled"] is True
-
-                await asyncio.to_thread(store.config_set, "maxmemory-policy", "allkeys-lru")
-                noticed_s = await until(off, NOTICE_BOUND_S, "capabilities say sending is off")
-                body = await capabilities(client)
-                prepare_error, refusal = await tool(client, "mail_prepare", {
-                    "action": "new", "message": {"to": [fresh()], "text": "No"},
-                })  # fmt: skip
-                projected = await status(client, preview["prepared_id"])
-                await asyncio.to_thread(store.config_set, "maxmemory-policy", "noeviction")
-                back_s = await until(on, NOTICE_BOUND_S, "capabilities say sending is on")
-        report("allkeys_lru", noticed_s=round(noticed_s, 3), back_s=round(back_s, 3))
-        assert LRU in body["send_disabled_reason"]
+        report(f"{setting} {bad}", noticed_s=round(noticed_s, 3), back_s=round(back_s, 3))
+        assert reason in body["send_disabled_reason"]
         assert (True, "deployment_disabled") == (prepare_error, refusal["error_code"])
-        assert LRU in refusal["error"]
+        assert reason in refusal["error"]
         assert "prepared" == projected["status"]
-
 
 # ---------------------------------------------------------------------------------- 2
 
