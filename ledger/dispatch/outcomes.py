@@ -1,4 +1,5 @@
-"""The terminal ledger event a finished SMTP submission maps to."""
+"""The closing ledger event of a dispatch: what a finished SMTP submission maps to, and what a
+dispatch owes when it stopped before a network step."""
 
 from __future__ import annotations
 
@@ -6,11 +7,31 @@ import asyncio
 from typing import Literal
 
 from ledger.dispatch.submitter import Submission
-from schemas.ledger_events import SmtpAccepted, SmtpOutcomeUnknown, SmtpRejected, SmtpStage
+from schemas.ledger_events import (
+    DispatchAborted,
+    LateOutcomeObserved,
+    SmtpAccepted,
+    SmtpOutcomeUnknown,
+    SmtpRejected,
+    SmtpStage,
+)
 from schemas.submission import MaybeSent, NotSent
 
 TerminalOutcome = SmtpAccepted | SmtpRejected | SmtpOutcomeUnknown
 OutcomeStatus = Literal["accepted", "rejected", "unknown"]
+# What a dispatch that stopped before any connection owes, whether or not its attempt marker
+# landed: the first fits a stream still CLAIMED, the second one whose marker is there.
+NOT_ATTEMPTED = (
+    DispatchAborted(stage="not_attempted", reason="attempt_record_failed", network_contacted=False),
+    SmtpRejected(
+        stage="not_attempted", reply_code=0, enhanced_status="", network_contacted=False,
+        reason="aborted_before_connect",
+    ),
+)  # fmt: skip
+TERMINATOR_WITHHELD = SmtpRejected(
+    stage="data", reply_code=0, enhanced_status="", network_contacted=True,
+    reason="aborted_before_terminator",
+)  # fmt: skip
 
 
 async def finish(submission: Submission) -> TerminalOutcome:
@@ -63,3 +84,12 @@ def status_of(outcome: TerminalOutcome) -> OutcomeStatus:
 def stage_of(outcome: TerminalOutcome) -> SmtpStage:
     """Return the stage a terminal event records."""
     return outcome.stage
+
+
+def late_note(outcome: TerminalOutcome) -> LateOutcomeObserved:
+    """The annotation a verdict becomes when recovery closed the dispatch first."""
+    return LateOutcomeObserved(
+        outcome=status_of(outcome),
+        stage=stage_of(outcome),
+        reply_code=0 if isinstance(outcome, SmtpOutcomeUnknown) else outcome.reply_code,
+    )

@@ -21,9 +21,11 @@ from msgspec import UNSET
 from ledger.chain import verified_events
 from ledger.dispatch.closer import CloseIntent, Closer
 from ledger.dispatch.outcomes import (
+    NOT_ATTEMPTED,
+    TERMINATOR_WITHHELD,
     OutcomeStatus,
-    TerminalOutcome,
     finish,
+    late_note,
     rejected,
     stage_of,
     status_of,
@@ -34,9 +36,9 @@ from ledger.ids import new_id
 from ledger.lifecycle import Lifecycle, fold
 from ledger.projection import project
 from ledger.store.answers import ClaimOutcome, Head
+from ledger.store.durability.monitor import StoreMonitor
 from ledger.store.lease import Lease
 from ledger.store.ledger_store import LedgerStore, head_of
-from ledger.store.monitor import StoreMonitor
 from schemas import errors
 from schemas.digest import approval_digest
 from schemas.ledger import LedgerEntry, LedgerUnavailable, PreparedPayload, decode_payload
@@ -46,13 +48,10 @@ from schemas.ledger_events import (
     DispatchAborted,
     DispatchQueued,
     DuplicateConfirm,
-    LateOutcomeObserved,
     SentFilingFailed,
     SentFilingStarted,
     SmtpAttemptStarted,
     SmtpCommitPoint,
-    SmtpOutcomeUnknown,
-    SmtpRejected,
 )
 from schemas.send import (
     NOTHING_SENT_WARNING,
@@ -74,20 +73,6 @@ IntegrityProblem = Literal[
     "digest_mismatch", "id_mismatch", "payload_hash_mismatch", "transport_mismatch",
     "expired_at_dispatch",
 ]  # fmt: skip
-# What a dispatch that stopped before any connection owes, whether or not its attempt marker
-# landed: the first fits a stream still CLAIMED, the second one whose marker is there.
-NOT_ATTEMPTED = (
-    DispatchAborted(stage="not_attempted", reason="attempt_record_failed", network_contacted=False),
-    SmtpRejected(
-        stage="not_attempted", reply_code=0, enhanced_status="", network_contacted=False,
-        reason="aborted_before_connect",
-    ),
-)  # fmt: skip
-TERMINATOR_WITHHELD = SmtpRejected(
-    stage="data", reply_code=0, enhanced_status="", network_contacted=True,
-    reason="aborted_before_terminator",
-)  # fmt: skip
-
 
 class Dispatcher:
     """Owns the lease, the running dispatch tasks and the pipeline of one server process."""
@@ -368,7 +353,7 @@ class Dispatcher:
         await self._fault("after_terminator")
         status = status_of(outcome)
         recorded = await self.writes.close(
-            run, outcome, late=_late(outcome), patience_s=self.settings.outcome_persist_window_s
+            run, outcome, late=late_note(outcome), patience_s=self.settings.outcome_persist_window_s
         )
         if recorded == "later":
             log.critical("send_outcome_not_recorded_yet", pid=run.pid, outcome=status)
@@ -425,11 +410,3 @@ class Dispatcher:
         os.kill(os.getpid(), signal.SIGSTOP if mode == "stop" else signal.SIGKILL)
         await asyncio.sleep(0)
 
-
-def _late(outcome: TerminalOutcome) -> LateOutcomeObserved:
-    """The annotation a verdict becomes when recovery closed the dispatch first."""
-    return LateOutcomeObserved(
-        outcome=status_of(outcome),
-        stage=stage_of(outcome),
-        reply_code=0 if isinstance(outcome, SmtpOutcomeUnknown) else outcome.reply_code,
-    )

@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Final, Literal, TypeVar
+from typing import Final
 
 import structlog
-from msgspec import Struct, field
+from msgspec import Struct
 
 from ledger.chain import verified_events
+from ledger.dispatch.decisions import Action, Decision, Kind, RecoveryReport
+from ledger.dispatch.quarantine import Quarantine
 from ledger.ids import new_id
 from ledger.lifecycle import Lifecycle, fold
 from ledger.store.answers import Head, OpenMember
-from ledger.store.bulk import BulkReader
+from ledger.store.bulk import BulkReader, pages
 from ledger.store.ledger_store import LedgerStore, head_of
-from ledger.store.monitor import Halt
 from schemas.errors import MailError
 from schemas.ledger import LedgerEntry
 from schemas.ledger_events import (
@@ -40,59 +41,7 @@ from schemas.ledger_events import (
 
 log = structlog.get_logger("angelos.ledger.recovery")
 PAGE: Final = 256  # candidates read and decided per round trip
-EVERYTHING: Final = 2**53  # a score above every stored time: the whole set
-_T = TypeVar("_T")
 _OPEN_DISPATCH: Final = frozenset({"CLAIMED", "ATTEMPTING", "COMMITTED"})
-_QUARANTINED_FROM: Final = frozenset({"PREPARED", *_OPEN_DISPATCH})
-
-Kind = Literal["dispatch", "filing", "expiry", "preparation"]
-Action = Literal[
-    "classified",  # recovery closed the dispatch (or the filing) now
-    "expired",  # the sweeper recorded an unclaimed preparation's expiry now
-    "quarantined",  # after a rollback: the open send was closed as unknown now
-    "would_classify",  # dry run: what recovery would write
-    "would_expire",  # dry run: what the sweeper would write
-    "would_quarantine",  # dry run: what the quarantine would write
-    "lease_alive",  # the claim's dispatcher is alive: left alone
-    "too_early",  # the grace (or the preparation deadline) has not passed yet
-    "already_closed",  # another writer closed it; the stale member was removed
-    "stream_gone",  # the stream no longer exists; the stale member was removed
-    "fenced",  # someone appended first; the next pass re-reads it
-    "corrupt",  # the stream failed its checks: nothing written, operator alarm
-]
-
-
-class Decision(Struct, frozen=True, kw_only=True):
-    """What recovery concluded about one candidate, and what it wrote (if anything)."""
-
-    pid: str
-    kind: Kind
-    action: Action
-    last_lifecycle_type: str = ""
-    verdict: str = ""  # e.g. "rejected/not_attempted", "unknown/acknowledgement"
-
-    @property
-    def wrote(self) -> bool:
-        """Tell whether this decision appended an event."""
-        return self.action in ("classified", "expired", "quarantined")
-
-
-class RecoveryReport(Struct, kw_only=True):
-    """One recovery pass: every candidate examined and the decision taken for it."""
-
-    dry_run: bool
-    server_ms: int = 0
-    grace_ms: int = 0
-    halt: Halt | None = None  # a recorded rollback: this pass quarantined instead of recovering
-    decisions: list[Decision] = field(default_factory=list)
-
-    def counts(self) -> dict[str, int]:
-        """Return how many decisions took each action."""
-        found: dict[str, int] = {}
-        for decision in self.decisions:
-            found[decision.action] = found.get(decision.action, 0) + 1
-        return found
-
 
 def classify(lifecycle: Lifecycle, now_ms: int) -> EventData | None:
     """Return the event recovery writes for an abandoned stream, or None when it is not open.
@@ -189,82 +138,19 @@ class Recoverer:
         report.server_ms = now
         report.halt = await self.store.halt()
         if report.halt is not None:
-            await self._quarantine_all(report, progress)
+            await Quarantine(self.store, self.reader, self.actor, self.page).run(report, progress)
             _log(report)
             return report
-        for chunk in _chunks(await self.reader.open_members(now - self.grace_ms), self.page):
+        for chunk in pages(await self.reader.open_members(now - self.grace_ms), self.page):
             report.decisions += await self._recover(chunk, dry_run)
             if progress is not None:
                 progress(len(report.decisions))
-        for pids in _chunks(await self.reader.due_unclaimed(now), self.page):
+        for pids in pages(await self.reader.due_unclaimed(now), self.page):
             report.decisions += await self._sweep(pids, dry_run)
             if progress is not None:
                 progress(len(report.decisions))
         _log(report)
         return report
-
-    # ------------------------------------------------------------------ after a rollback
-
-    async def _quarantine_all(
-        self, report: RecoveryReport, progress: Callable[[int], None] | None
-    ) -> None:
-        """Close every open dispatch and every unclaimed preparation as unknown (rollback)."""
-        assert report.halt is not None
-        members = await self.reader.open_members(EVERYTHING)
-        pids = [m.pid for m in members if m.kind == "dispatch"]
-        pids += await self.reader.due_unclaimed(EVERYTHING)
-        for chunk in _chunks(list(dict.fromkeys(pids)), self.page):
-            report.decisions += await self._quarantine(chunk, report.halt, report.dry_run)
-            if progress is not None:
-                progress(len(report.decisions))
-
-    async def _quarantine(
-        self, pids: Sequence[str], halt: Halt, dry_run: bool
-    ) -> list[Decision]:
-        _, streams = await self.reader.entries(pids)
-        decisions = []
-        for pid, entries in zip(pids, streams, strict=True):
-            decisions.append(await self._quarantine_one(pid, entries, halt, dry_run))
-        return decisions
-
-    async def _quarantine_one(
-        self, pid: str, entries: list[LedgerEntry], halt: Halt, dry_run: bool
-    ) -> Decision:
-        if not entries:
-            return Decision(pid=pid, kind="preparation", action="stream_gone")
-        try:
-            lifecycle = fold(verified_events(pid, entries), [e.srv_ms for e in entries])
-        except MailError:
-            log.critical("send_ledger_integrity_alarm", pid=pid, problem="quarantine_read")
-            return Decision(pid=pid, kind="preparation", action="corrupt")
-        kind: Kind = "preparation" if lifecycle.state == "PREPARED" else "dispatch"
-        last = lifecycle.last_lifecycle_type
-        head = head_of(entries)
-        if lifecycle.state not in _QUARANTINED_FROM or head is None:
-            return Decision(pid=pid, kind=kind, action="already_closed", last_lifecycle_type=last)
-        if dry_run:
-            return Decision(
-                pid=pid, kind=kind, action="would_quarantine", last_lifecycle_type=last,
-                verdict="unknown/store_rollback",
-            )  # fmt: skip
-        data = RollbackQuarantined(
-            last_lifecycle_type=last,  # type: ignore[arg-type]
-            detected_ms=halt.detected_ms,
-            store_clock=halt.store_clock,
-            witness_clock=halt.witness_clock,
-        )
-        try:
-            outcome = await self.store.append(pid, head, data, actor=self.actor, eid=new_id())
-        except MailError:
-            log.warning("quarantine_append_failed", pid=pid)
-            return Decision(pid=pid, kind=kind, action="fenced", last_lifecycle_type=last)
-        if outcome.result not in ("appended", "duplicate"):
-            return Decision(pid=pid, kind=kind, action="fenced", last_lifecycle_type=last)
-        log.warning("send_quarantined_after_rollback", pid=pid, last_lifecycle_type=last)
-        return Decision(
-            pid=pid, kind=kind, action="quarantined", last_lifecycle_type=last,
-            verdict="unknown/store_rollback",
-        )  # fmt: skip
 
     # ------------------------------------------------------------------ open claims
 
@@ -412,10 +298,6 @@ class Recoverer:
         if outcome.result == "too_early":
             return Decision(pid=pid, kind="expiry", action="too_early")
         return Decision(pid=pid, kind="expiry", action="fenced")
-
-
-def _chunks(items: Sequence[_T], size: int) -> list[list[_T]]:
-    return [list(items[start : start + size]) for start in range(0, len(items), size)]
 
 
 def _log(report: RecoveryReport) -> None:

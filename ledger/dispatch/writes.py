@@ -17,10 +17,10 @@ from msgspec import Struct
 from ledger.dispatch.closer import CloseIntent, Closer, Recorded
 from ledger.ids import new_id
 from ledger.store.answers import AppendOutcome, Head
+from ledger.store.durability.monitor import StoreMonitor
+from ledger.store.durability.witness import WitnessError
 from ledger.store.lease import Lease
 from ledger.store.ledger_store import LedgerStore
-from ledger.store.monitor import StoreMonitor
-from ledger.store.witness import WitnessError
 from schemas import errors
 from schemas.ledger import LedgerUnavailable
 from schemas.ledger_events import EventData, LateOutcomeObserved

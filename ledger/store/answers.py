@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, cast
 
 from msgspec import Struct
 
 from ledger.lifecycle import STATES, State, rule_for
 from schemas.ledger import EventRejected, LedgerCorrupt
+
+ACKNOWLEDGE_COMMAND: Final = "angelos ledger acknowledge-rollback"
 
 
 class Head(Struct, frozen=True):
@@ -88,6 +91,35 @@ class LedgerMeta(Struct, frozen=True):
     created_ms: int
     mac_key_id: str
     store_id: str  # random, made at the ledger's first start: names this ledger's witness
+
+
+class Halt(Struct, frozen=True):
+    """A recorded rollback: when it was found, the store's clock and the witness's clock."""
+
+    detected_ms: int
+    store_clock: int
+    witness_clock: int
+    record: str  # the stored text, which an acknowledgement must name exactly
+
+    @classmethod
+    def parse(cls, record: str) -> Halt:
+        """Read `meta.halt`; an unreadable record still halts (with zeros)."""
+        parts = record.split(" ")
+        numbers = [int(p) for p in parts if p.isdigit()]
+        if len(parts) != 3 or len(numbers) != 3:
+            return cls(0, 0, 0, record)
+        return cls(numbers[0], numbers[1], numbers[2], record)
+
+    @property
+    def reason(self) -> str:
+        """Say, for agents and operators, why sending is off."""
+        when = datetime.fromtimestamp(self.detected_ms / 1000, tz=UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
+        return (
+            f"the ledger store went back in time (acknowledged writes were lost; detected "
+            f"{when}): sending stays off until a person runs `{ACKNOWLEDGE_COMMAND}`"
+        )
 
 
 def text(value: Any) -> str:

@@ -10,7 +10,7 @@ fields it lacks named, so that an audit can report it instead of stopping at it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, NamedTuple, TypeVar, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
@@ -21,6 +21,7 @@ from ledger.store.keys import LedgerKeys
 from schemas.ledger import LedgerCorrupt, LedgerEntry, LedgerUnavailable
 from schemas.ledger_events import MAX_ENTRIES
 
+T = TypeVar("T")
 REQUIRED_FIELDS: Final = ("e", "h", "t", "eid", "srv_ms")
 STREAM_BATCH: Final = 256  # streams per round trip
 INDEX_PAGE: Final = 10_000  # index entries per round trip
@@ -204,6 +205,11 @@ class BulkReader:
         except (rex.ConnectionError, rex.TimeoutError, OSError):
             raise LedgerUnavailable(maybe_applied=False) from None
         return pids
+
+
+def pages(items: Sequence[T], size: int) -> list[list[T]]:
+    """Split candidates into lists of at most `size`, each read and decided in one round trip."""
+    return [list(items[start : start + size]) for start in range(0, len(items), size)]
 
 
 def _glob(text: str) -> str:

@@ -1,7 +1,7 @@
 """This process's dispatcher lease: proof of life that keeps recovery away from live claims.
 
-Each refresh also re-reads the store (ledger/store/monitor.py), so a store that stops being
-durable, or went back in time, is noticed within one refresh interval.
+Each refresh also re-reads the store (ledger/store/durability/monitor.py), so a store that
+stops being durable, or went back in time, is noticed within one refresh interval.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import structlog
 
 from ledger.background import cancel_and_wait
 from ledger.ids import new_id
+from ledger.store.durability.monitor import StoreMonitor
 from ledger.store.ledger_store import LedgerStore
-from ledger.store.monitor import StoreMonitor
 from schemas.errors import MailError
 
 log = structlog.get_logger("angelos.ledger.lease")

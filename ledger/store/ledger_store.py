@@ -4,8 +4,8 @@ Every write goes through one of the Lua scripts; every read is one round trip, r
 a fresh connection when the first one fails (a read changes nothing). Writes that carry an event
 id are retried on a lost reply (the script answers `duplicate`, or `ack_lost` for a claim, whose
 reply carried the only copy of the payload). Every script also guards against a store that went
-back in time: it is given this host's witness clock (ledger/store/witness.py) and refuses to
-start a send while a rollback halt is recorded.
+back in time: it is given this host's witness clock (ledger/store/durability/witness.py) and
+refuses to start a send while a rollback halt is recorded.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ledger.lifecycle import state_after_types
 from ledger.store.answers import (
     AppendOutcome,
     ClaimOutcome,
+    Halt,
     Head,
     LedgerMeta,
     OpenMember,
@@ -38,10 +39,9 @@ from ledger.store.answers import (
 from ledger.store.batch import Arg, ScriptRunner
 from ledger.store.bulk import entry_from
 from ledger.store.connection import drop_idle
+from ledger.store.durability.witness import Witness
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
-from ledger.store.monitor import Halt
 from ledger.store.retry import RetryPolicy
-from ledger.store.witness import Witness
 from schemas.ledger import (
     Event,
     EventRejected,

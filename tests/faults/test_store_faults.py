@@ -1,6 +1,6 @@
 """The store fails, not angelos: Redis crashes, stops, pauses, runs out of memory, loses its
 network, or comes back older than it was. Two server processes on one private Redis take a storm
-of concurrent confirms through each fault; tests/faults/store_faults.py says what is judged.
+of concurrent confirms through each fault; tests/faults/store_rig.py says what is judged.
 Every scenario runs at once (each on its own Redis), then each test reports one of them.
 """
 

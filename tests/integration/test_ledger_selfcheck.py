@@ -15,9 +15,9 @@ import redis.asyncio as aioredis
 
 from ledger.ids import new_id
 from ledger.store.connection import connect
+from ledger.store.durability.selfcheck import SelfCheckOptions, self_check
 from ledger.store.embedded import start_embedded
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
-from ledger.store.selfcheck import SelfCheckOptions, self_check
 from support.services import Services
 
 

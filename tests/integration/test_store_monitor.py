@@ -1,4 +1,4 @@
-"""The store monitor while a server runs (ledger/store/monitor.py).
+"""The store monitor while a server runs (ledger/store/durability/monitor.py).
 
 A running server re-reads its store on every lease refresh and on every new connection: AOF or
 noeviction switched off stops sending and switching it back restarts it; a server restarted

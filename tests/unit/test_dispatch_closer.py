@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from ledger.dispatch.closer import CloseIntent, decide
-from ledger.dispatch.pipeline import NOT_ATTEMPTED, TERMINATOR_WITHHELD
+from ledger.dispatch.outcomes import NOT_ATTEMPTED, TERMINATOR_WITHHELD
 from schemas.ledger_events import LateOutcomeObserved
 from support.ledger import (
     ACCEPTED,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.store.witness import DIRECTORY, Witness, WitnessError
+from ledger.store.durability.witness import DIRECTORY, Witness, WitnessError
 
 STORE_ID = "5e" * 16
 

@@ -6,8 +6,8 @@ import msgspec
 import pytest
 from redis.exceptions import ResponseError
 
-from ledger.store.facts import DurabilityOptions, StoreFacts, durability, facts_from
-from ledger.store.monitor import Halt
+from ledger.store.answers import Halt
+from ledger.store.durability.facts import DurabilityOptions, StoreFacts, durability, facts_from
 
 STRICT = DurabilityOptions()
 

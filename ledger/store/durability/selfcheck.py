@@ -2,7 +2,7 @@
 
 Its `reason` is shown to agents in `mail_query capabilities`, so every text here is fixed
 wording: no URL, host, credential or server error text. The durability rule itself is
-ledger/store/facts.py's, shared with the checks that run while serving (ledger/store/monitor.py).
+facts.py's, shared with the readings taken while serving (monitor.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 import redis.exceptions as rex
 from msgspec import Struct
 
-from ledger.store.facts import DurabilityOptions, StoreFacts, durability, read_facts
+from ledger.store.durability.facts import DurabilityOptions, StoreFacts, durability, read_facts
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.scripts import SCRIPT_NAMES, script_sha, script_source

@@ -13,53 +13,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Final
 
 import msgspec
 import redis.asyncio as aioredis
 import structlog
-from msgspec import Struct
 from redis.asyncio.connection import AbstractConnection
 
-from ledger.store.facts import DurabilityOptions, StoreFacts, Verdict, durability, read_facts
+from ledger.store.answers import Halt
+from ledger.store.durability.facts import (
+    DurabilityOptions,
+    StoreFacts,
+    Verdict,
+    durability,
+    read_facts,
+)
+from ledger.store.durability.witness import Witness
 from ledger.store.keys import LedgerKeys
 from ledger.store.scripts import script_source
 from ledger.store.wire import exchange
-from ledger.store.witness import Witness
 
 log = structlog.get_logger("angelos.ledger.store")
-ACKNOWLEDGE_COMMAND: Final = "angelos ledger acknowledge-rollback"
 NOT_CHECKED: Final = Verdict("the ledger store has not been checked yet")
-
-
-class Halt(Struct, frozen=True):
-    """A recorded rollback: when it was found, the store's clock and the witness's clock."""
-
-    detected_ms: int
-    store_clock: int
-    witness_clock: int
-    record: str  # the stored text, which an acknowledgement must name exactly
-
-    @classmethod
-    def parse(cls, record: str) -> Halt:
-        """Read `meta.halt`; an unreadable record still halts (with zeros)."""
-        parts = record.split(" ")
-        numbers = [int(p) for p in parts if p.isdigit()]
-        if len(parts) != 3 or len(numbers) != 3:
-            return cls(0, 0, 0, record)
-        return cls(numbers[0], numbers[1], numbers[2], record)
-
-    @property
-    def reason(self) -> str:
-        """Say, for agents and operators, why sending is off."""
-        when = datetime.fromtimestamp(self.detected_ms / 1000, tz=UTC).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        )
-        return (
-            f"the ledger store went back in time (acknowledged writes were lost; detected "
-            f"{when}): sending stays off until a person runs `{ACKNOWLEDGE_COMMAND}`"
-        )
 
 
 class StoreMonitor:
