@@ -67,6 +67,10 @@ log = structlog.get_logger("angelos.ledger.dispatch")
 GENERIC_REFUSAL = "prepared message missing, expired, or digest mismatch; nothing was sent"
 INTEGRITY_OUTCOME = {"status": "rejected", "stage": "integrity_validation", "smtp_attempted": False}
 CLAIM_TRIES = 3  # re-reads after a conflicting claim (an annotation slipped in, or a rival)
+STORE_AWAY = (
+    "the send ledger store did not answer; nothing was claimed or sent, so confirming again "
+    "once it answers is safe"
+)
 AbortStage = Literal["validation", "not_attempted"]
 AbortReason = Literal["local_validation", "durability_unconfirmed", "attempt_record_failed"]
 IntegrityProblem = Literal[
@@ -131,7 +135,10 @@ class Dispatcher:
     async def _dispatch(self, run: Run) -> SendResult | ReplayResult:
         blob: bytes | None = None
         for _ in range(CLAIM_TRIES):
-            now, entries = await self.store.read(run.pid)
+            try:
+                now, entries = await self.store.read(run.pid)
+            except LedgerUnavailable:
+                raise errors.ServiceUnavailable(STORE_AWAY) from None
             lifecycle = self._refuse_or_fold(run, now, entries)
             if lifecycle.state != "PREPARED":
                 return await self._replay(run, entries, now)

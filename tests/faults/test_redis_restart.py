@@ -161,6 +161,7 @@ class TestClaimSurvivesACrash:
             finally:
                 server.stop()
         assert "error_code" in refused and [] == nothing
+        assert "nothing was claimed or sent" in refused["error"]
         assert "prepared" == before["status"]
         assert "accepted" == sent["status"]
         assert 1 == len(transactions(services.smtp_spool, rcpt=rcpt))
