@@ -35,8 +35,8 @@ from ledger.chain import event_hash
 from ledger.ids import new_id
 from ledger.store.answers import Head
 from ledger.store.connection import connect
+from ledger.store.durability.witness import Witness
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
-from ledger.store.witness import Witness
 from schemas.ledger import Event, PreparedPayload, encode_event
 from schemas.ledger_events import Claimed, SmtpAccepted, SmtpAttemptStarted, SmtpCommitPoint
 
@@ -64,7 +64,7 @@ def make_payload(pid: str) -> PreparedPayload:
 
 async def lifecycle(store: LedgerStore, latencies: list[float]) -> None:
     """One complete send's ledger work, each append awaited before the next; with a rollback
-    witness attached, its clock is kept (fsynced) after the two gates, as a dispatch does."""
+    witness attached, the commit point's clock is kept (fsynced), as a dispatch does."""
     pid = new_id()
     t0 = time.perf_counter()
     prepared = await store.prepare(make_payload(pid), actor="api:bench", eid=new_id())
@@ -86,7 +86,7 @@ async def lifecycle(store: LedgerStore, latencies: list[float]) -> None:
             pid, head, data, actor=f"dispatcher:{DISPATCHER}", eid=new_id()
         )
         assert outcome.result == "appended" and outcome.head is not None
-        if store.witness is not None and data is not ACCEPTED:
+        if store.witness is not None and data is COMMIT:
             await store.witness.keep(outcome.clock)
         latencies.append(time.perf_counter() - t)
         head = outcome.head
@@ -139,7 +139,7 @@ async def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--witness", choices=["on", "off", "both"], default="off",
-        help="keep the rollback witness (a fsynced file) before each network step, as servers do",
+        help="keep the rollback witness (a fsynced file) at each commit point, as servers do",
     )  # fmt: skip
     args = parser.parse_args()
     url = os.environ.get("ANGELOS_REDIS_URL")

@@ -351,7 +351,9 @@ class Dispatcher:
             raw_sha256=hashlib.sha256(payload.raw).hexdigest(),
         )
         vouched = elapsed < room and await self.writes.vouch()
-        if not vouched or not await self.writes.gate(run, point):
+        # The witness must hold the commit point's clock before the terminator: a store that
+        # later forgets the commit point must not let recovery call the send not submitted.
+        if not vouched or not await self.writes.gate(run, point, witnessed=True):
             await submission.abort()
             await self.writes.close_or_replay(run, TERMINATOR_WITHHELD)
             return self._answer(run, "rejected", "data", NOTHING_SENT_WARNING)

@@ -1,11 +1,13 @@
 """The rollback witness: the highest ledger clock seen on this host, kept outside Redis.
 
 Every lifecycle event advances the ledger's clock in Redis (`meta.clock`). A process notes each
-clock it is answered with, and before any network step of a send (connecting, writing the
-end-of-data marker) it makes sure the witness file holds at least the clock of the event that
-step depends on, fsynced. A store that later answers with a lower clock has forgotten
-acknowledged writes, including, perhaps, the claim of a message that was sent; the scripts then
-record a halt (ledger/store/lua/common.lua) and nothing is claimed until a person acknowledges.
+clock it is answered with, and before it writes a send's end-of-data marker it makes sure the
+witness file holds at least the clock of that send's commit point, fsynced. A store that later
+answers with a lower clock has forgotten acknowledged writes, perhaps the claim or the commit
+point of a message that was submitted; the scripts then record a halt (ledger/store/lua/
+common.lua) and nothing is claimed until a person acknowledges. Earlier steps need no fsync of
+their own: a send forgotten before its commit point was never submitted, and the commit point
+of the one dispatch that can still reach it is fenced by compare-and-append.
 
 One file per ledger (namespace and store id) in the data directory, shared by every process
 of the host that uses it: writers take an exclusive lock and keep the larger value, readers
