@@ -216,7 +216,7 @@ class LedgerStore:
             [keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed,
              keys.meta],
             [pid, owner, confirmed_digest, head.seq, head.h, e, h, eid, m,
-             self.settings.retention_ms, self._floor()],
+             self.settings.retention_ms, self._floor(shared=True)],
         )  # fmt: skip
         outcome = claim_outcome(reply, head, h)
         self._saw(outcome.clock)
@@ -324,7 +324,7 @@ class LedgerStore:
 
     async def guard(self) -> tuple[int, Halt | None]:
         """Compare the store's clock with this host's witness; record a halt if it is behind."""
-        reply = await self._write("guard", [self.keys.meta], [self._floor()])
+        reply = await self._write("guard", [self.keys.meta], [self._floor(shared=True)])
         clock, record = int(reply[0]), text(reply[1])
         self._saw(clock)
         return clock, Halt.parse(record) if record else None
@@ -350,8 +350,10 @@ class LedgerStore:
             data=data,
         )
 
-    def _floor(self) -> int:
-        return 0 if self.witness is None else self.witness.floor()
+    def _floor(self, *, shared: bool = False) -> int:
+        # A claim, the step a forgotten history would let happen twice, also reads what the
+        # host's other processes kept; the other writes compare with this process's memory.
+        return 0 if self.witness is None else self.witness.floor(shared=shared)
 
     def _saw(self, clock: Any) -> None:
         if self.witness is not None and clock:

@@ -85,9 +85,11 @@ class Witness:
         path = os.path.join(data_dir, DIRECTORY, f"{namespace}-{store_id}")
         return cls(path) if os.path.exists(path) else None
 
-    def floor(self) -> int:
-        """Return the highest clock known here: noted in memory, or on disk by any process."""
-        return max(self._seen, self._durable, self._read() or 0)
+    def floor(self, *, shared: bool = True) -> int:
+        """Return the highest clock known here: noted in memory, or (`shared`) on disk by any
+        process of this host, which costs a read of the file."""
+        mine = max(self._seen, self._durable)
+        return max(mine, self._read() or 0) if shared else mine
 
     def saw(self, clock: int) -> None:
         """Note a clock the store answered with (in memory; `keep` makes it durable)."""
