@@ -28,7 +28,8 @@ from ledger.audit.export import export_lines, read_export, replay_export
 from ledger.audit.show import render, timeline
 from ledger.audit.verify import audit_pids, items_are_pid, recent_pids, verify_ledger
 from ledger.chain import DEFAULT_SKEW_MS, mac_key
-from ledger.dispatch.recovery import Recoverer, RecoveryReport
+from ledger.dispatch.decisions import RecoveryReport
+from ledger.dispatch.recovery import Recoverer
 from ledger.store.bulk import BulkReader
 from ledger.store.ledger_store import LedgerStore
 from schemas.errors import MailError

@@ -9,7 +9,8 @@ import random
 import structlog
 
 from ledger.background import cancel_and_wait
-from ledger.dispatch.recovery import Recoverer, RecoveryReport
+from ledger.dispatch.decisions import RecoveryReport
+from ledger.dispatch.recovery import Recoverer
 from schemas.errors import MailError
 from service.config import StoreConfig
 from service.sending import Sending

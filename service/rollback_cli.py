@@ -1,10 +1,10 @@
 """`angelos ledger acknowledge-rollback`, and what `verify` says about a store that went back.
 
 A rollback halt is recorded in the store when any process finds the ledger's clock behind the
-highest clock it kept outside Redis (ledger/store/witness.py). Sending stays off until a person
-runs this command, which first quarantines every send still open (they all end as unknown /
-store_rollback and are never claimed again), then clears exactly the halt it reported. The
-procedure around it is in docs/runbook.md.
+highest clock it kept outside Redis (ledger/store/durability/witness.py). Sending stays off
+until a person runs this command, which first quarantines every send still open (they all end
+as unknown / store_rollback and are never claimed again), then clears exactly the halt it
+reported. The procedure around it is in docs/runbook.md.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 
 from ledger.audit.checks import Finding
 from ledger.dispatch.recovery import Recoverer
+from ledger.store.answers import ACKNOWLEDGE_COMMAND, Halt
+from ledger.store.durability.witness import Witness
 from ledger.store.ledger_store import LedgerStore
-from ledger.store.monitor import ACKNOWLEDGE_COMMAND, Halt
-from ledger.store.witness import Witness
 
 
 def attach_local_witness(store: LedgerStore, data_dir: str, store_id: str) -> None:

@@ -18,13 +18,13 @@ from ledger.dispatch.pipeline import Dispatcher
 from ledger.dispatch.writes import DispatchSettings
 from ledger.ids import new_id
 from ledger.store.connection import connect
+from ledger.store.durability.monitor import StoreMonitor
+from ledger.store.durability.selfcheck import SelfCheckOptions, self_check
+from ledger.store.durability.witness import Witness, WitnessError
 from ledger.store.embedded import EmbeddedError, EmbeddedRedis, start_embedded
 from ledger.store.keys import LedgerKeys
 from ledger.store.lease import Lease
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
-from ledger.store.monitor import StoreMonitor
-from ledger.store.selfcheck import SelfCheckOptions, self_check
-from ledger.store.witness import Witness, WitnessError
 from providers.mailbox import Mailbox
 from providers.smtp import SmtpPool, SmtpSettings, validate_submission
 from schemas import errors
