@@ -8,6 +8,7 @@ and `reason` are read at call time, never fixed at start.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -34,6 +35,9 @@ from schemas.submission import Envelope
 from service.config import Config, MailConfig, StoreConfig
 
 log = structlog.get_logger("angelos.sending")
+# Called with every dispatcher start_sending arms, before it takes its first confirm. Production
+# adds none; the fault tests' entry point (tests/faults/fault_server.py) installs its checkpoint.
+ON_DISPATCHER: list[Callable[[Dispatcher], None]] = []
 
 
 @dataclass
@@ -102,7 +106,6 @@ def dispatch_settings(store: StoreConfig, report: SelfCheckReport) -> DispatchSe
         waitaof=report.waitaof,
         waitaof_replicas=store.waitaof_replicas,
         fsync_timeout_ms=store.fsync_timeout_ms,
-        fault_point=store.fault_point or "",
     )
 
 
@@ -245,5 +248,7 @@ async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
         closer=closer,
         monitor=monitor,
     )
+    for hook in ON_DISPATCHER:
+        hook(sending.dispatcher)
     sending.problem = ""
     return sending

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import signal
 import time
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import structlog
@@ -77,6 +76,18 @@ IntegrityProblem = Literal[
     "digest_mismatch", "id_mismatch", "payload_hash_mismatch", "transport_mismatch",
     "expired_at_dispatch",
 ]  # fmt: skip
+# The named steps where the pipeline awaits its checkpoint (the fault tests stop or kill a real
+# server at each one: tests/faults/fault_server.py).
+CheckpointName = Literal[
+    "after_claim", "while_queued", "after_attempt_started", "mid_body", "after_commit_point",
+    "after_terminator", "after_filing_started",
+]  # fmt: skip
+Checkpoint = Callable[[CheckpointName], Awaitable[None]]
+
+
+async def pass_checkpoint(point: CheckpointName) -> None:
+    """Go on past a named step at once (the checkpoint of every production dispatcher)."""
+
 
 class Dispatcher:
     """Owns the lease, the running dispatch tasks and the pipeline of one server process."""
@@ -106,6 +117,8 @@ class Dispatcher:
             closer=self.closer, monitor=monitor,
         )  # fmt: skip
         self._tasks: set[asyncio.Task[SendResult | ReplayResult]] = set()
+        # Awaited at each named step; tests replace it to stop or kill the process right there.
+        self.checkpoint: Checkpoint = pass_checkpoint
 
     async def confirm(
         self, pid: str, owner: str, digest: str, append_sent: bool
@@ -159,7 +172,7 @@ class Dispatcher:
         if blob is None:
             raise errors.OperationFailed("the claim kept conflicting; nothing was consumed or sent")
         run.started_at = time.monotonic()
-        await self._fault("after_claim")
+        await self.checkpoint("after_claim")
         return await self._after_claim(run, blob, lifecycle)
 
     def _refuse_or_fold(self, run: Run, now: int, entries: list[LedgerEntry]) -> Lifecycle:
@@ -312,7 +325,7 @@ class Dispatcher:
         note = DispatchQueued(connections=self.submitter.capacity, ahead=self.submitter.waiting)
         await self.writes.note(run, note)
         run.queued = run.waited = True
-        await self._fault("while_queued")
+        await self.checkpoint("while_queued")
 
     async def _attempt(
         self, run: Run, payload: PreparedPayload, envelope: Envelope, slot: Slot
@@ -332,13 +345,13 @@ class Dispatcher:
             # landed, the closing event says so (the closer reads which state it must fit).
             await self.writes.close_or_replay(run, *NOT_ATTEMPTED)
             return self._answer(run, "rejected", "not_attempted", NOTHING_SENT_WARNING)
-        await self._fault("after_attempt_started")
+        await self.checkpoint("after_attempt_started")
         try:
             submission = await slot.begin(envelope, payload.raw)
         except NotSent as exc:
             await self.writes.close_or_replay(run, rejected(exc))
             return self._answer(run, "rejected", exc.stage)
-        await self._fault("mid_body")
+        await self.checkpoint("mid_body")
         return await self._commit(run, payload, submission)
 
     async def _commit(
@@ -357,9 +370,9 @@ class Dispatcher:
             await submission.abort()
             await self.writes.close_or_replay(run, TERMINATOR_WITHHELD)
             return self._answer(run, "rejected", "data", NOTHING_SENT_WARNING)
-        await self._fault("after_commit_point")
+        await self.checkpoint("after_commit_point")
         outcome = await finish(submission)
-        await self._fault("after_terminator")
+        await self.checkpoint("after_terminator")
         status = status_of(outcome)
         recorded = await self.writes.close(
             run, outcome, late=late_note(outcome), patience_s=self.settings.outcome_persist_window_s
@@ -385,7 +398,7 @@ class Dispatcher:
             )
             run.warnings.append(SENT_COPY_WARNING)
             return
-        await self._fault("after_filing_started")
+        await self.checkpoint("after_filing_started")
         try:
             result = await asyncio.wait_for(
                 self.filer.file_sent(payload.raw), self.settings.sent_filing_timeout_s
@@ -409,13 +422,3 @@ class Dispatcher:
             message_id=run.message_id,
             warnings=[*run.warnings, *warnings],
         )
-
-    async def _fault(self, point: str) -> None:
-        """Test builds only: stop or kill this process at a named pipeline step."""
-        wanted, _, mode = self.settings.fault_point.partition(":")
-        if wanted != point:
-            return
-        log.warning("fault_point_reached", point=point)
-        os.kill(os.getpid(), signal.SIGSTOP if mode == "stop" else signal.SIGKILL)
-        await asyncio.sleep(0)
-

@@ -41,7 +41,6 @@ class DispatchSettings(Struct, frozen=True, kw_only=True):
     waitaof: bool = False
     waitaof_replicas: int = 0
     fsync_timeout_ms: int = 2000
-    fault_point: str = ""  # test builds only: "<point>[:exit|:stop]"
 
 
 class Closed(Exception):

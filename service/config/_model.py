@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from providers.smtp.settings import TlsMode
+from schemas.scopes import Scope
 from schemas.secret import Secret
 from service.config._urls import HttpsUrl, parse_public_https_url
 from service.oauth.signing import Signer, VerificationKey
@@ -68,7 +69,6 @@ class StoreConfig(msgspec.Struct, frozen=True):
     dispatcher_lease_refresh_ms: int
     annotation_cap: int
     test_mode: bool  # ANGELOS_ALLOW_FAULT_INJECTION=1 and ANGELOS_ENV=test
-    fault_point: str | None
     test_prepare_ttl_ms: int | None
 
 
@@ -79,7 +79,7 @@ class HttpAuthConfig(msgspec.Struct, frozen=True):
     issuer: str
     jwks_url: str
     allowed_subjects: tuple[str, ...]
-    initial_scopes: tuple[str, ...]
+    initial_scopes: tuple[Scope, ...]
     ca_file: str | None = None  # extra trusted CAs for the JWKS fetch
     allow_private_hosts: bool = False  # the URLs may name loopback/private hosts and any port
 
@@ -136,7 +136,7 @@ class LocalPrincipal(msgspec.Struct, frozen=True):
     """The principal of the stdio transport: ANGELOS_LOCAL_OWNER with ANGELOS_LOCAL_SCOPES."""
 
     owner: str
-    scopes: tuple[str, ...]
+    scopes: tuple[Scope, ...]
 
 
 class EnvFileInfo(msgspec.Struct, frozen=True):

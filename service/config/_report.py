@@ -120,7 +120,6 @@ def _store(store: StoreConfig | None) -> dict[str, object]:
         "ANGELOS_REDIS_REST_TOKEN": "unset",
         "ANGELOS_ENV": _switch(store.test_mode),
         "ANGELOS_ALLOW_FAULT_INJECTION": _switch(store.test_mode),
-        "ANGELOS_FAULT_POINT": store.fault_point,
         "ANGELOS_TEST_PREPARE_TTL_MS": store.test_prepare_ttl_ms,
     }
 

@@ -16,11 +16,6 @@ from service.config._urls import parse_redis_url
 
 _NAMESPACE = re.compile(r"[a-z0-9-]{1,32}", re.ASCII)
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}", re.ASCII)
-_FAULT_POINT = re.compile(
-    r"(after_claim|while_queued|after_attempt_started|mid_body|after_commit_point"
-    r"|after_terminator|after_filing_started)(:(exit|stop))?",
-    re.ASCII,
-)
 _MAX_TEST_PREPARE_TTL_MS = 900_000
 _MIN_DISPATCH_DEADLINE_S = 780
 _MIN_RECOVERY_GRACE_S = 900
@@ -74,7 +69,7 @@ def load_store(
     hmac_key = value_of(env, "ANGELOS_LEDGER_HMAC_KEY")
     if hmac_key is not None and _HEX64.fullmatch(hmac_key) is None:
         problems.append("ANGELOS_LEDGER_HMAC_KEY: must be 64 hex characters")
-    fault_point, prepare_ttl_ms = _test_hooks(env, test_mode, problems)
+    prepare_ttl_ms = _test_prepare_ttl(env, test_mode, problems)
     for name in ("ANGELOS_REDIS_REST_URL", "ANGELOS_REDIS_REST_TOKEN"):
         if value_of(env, name) is not None:
             problems.append(f"{name}: not supported by this version; use ANGELOS_REDIS_URL")
@@ -92,7 +87,6 @@ def load_store(
         fsync_provider_managed=fsync == "provider_managed",
         assume_noeviction=env.get("SEND_LEDGER_ASSUME_NOEVICTION") == "1",
         test_mode=test_mode,
-        fault_point=fault_point,
         test_prepare_ttl_ms=prepare_ttl_ms,
         retention_s=_pick(numbers, "retention_s"),
         waitaof_replicas=_pick(numbers, "waitaof_replicas"),
@@ -247,17 +241,9 @@ def _relational(env: Mapping[str, str], name: str, default: int, problems: list[
     return number
 
 
-def _test_hooks(
-    env: Mapping[str, str], test_mode: bool, problems: list[str]
-) -> tuple[str | None, int | None]:
+def _test_prepare_ttl(env: Mapping[str, str], test_mode: bool, problems: list[str]) -> int | None:
     if not test_mode:
-        return None, None  # production ignores the test-only variables entirely
-    fault_point = value_of(env, "ANGELOS_FAULT_POINT")
-    if fault_point is not None and _FAULT_POINT.fullmatch(fault_point) is None:
-        problems.append(
-            "ANGELOS_FAULT_POINT: must be a known fault point, optionally :exit or :stop"
-        )
-        fault_point = None
+        return None  # production ignores the test-only variable entirely
     raw_ttl = value_of(env, "ANGELOS_TEST_PREPARE_TTL_MS")
     prepare_ttl_ms = None if raw_ttl is None else parse_decimal(raw_ttl)
     if raw_ttl is not None and (
@@ -267,4 +253,4 @@ def _test_hooks(
             f"ANGELOS_TEST_PREPARE_TTL_MS: must be an integer 1..{_MAX_TEST_PREPARE_TTL_MS}"
         )
         prepare_ttl_ms = None
-    return fault_point, prepare_ttl_ms
+    return prepare_ttl_ms

@@ -465,13 +465,6 @@ VARIABLES: Final = (
         "test mode, as above",
     ),
     Variable(
-        "ANGELOS_FAULT_POINT",
-        "testing",
-        "unset",
-        "a ledger step such as `after_claim`, optionally `:exit` or `:stop`",
-        "stops or kills the dispatcher at that step, for fault tests",
-    ),
-    Variable(
         "ANGELOS_TEST_PREPARE_TTL_MS",
         "testing",
         "unset (15 minutes)",

@@ -59,18 +59,14 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self._log = log_path.open("wb")
+        command = angelos_command(
+            "serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port),
+            "--insecure-local-owner", OWNER,
+        )  # fmt: skip
+        if "TEST_FAULT_POINT" in env:  # the entry point that installs the fault's checkpoint
+            command[1:3] = [str(Path(__file__).with_name("fault_server.py"))]
         self.proc = subprocess.Popen(
-            angelos_command(
-                "serve",
-                "--transport",
-                "http",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--insecure-local-owner",
-                OWNER,
-            ),
+            command,
             env=clean_env(env),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,

@@ -44,7 +44,7 @@ class Row(NamedTuple):
     """One row of the matrix: where the process dies or pauses, and what must follow."""
 
     name: str
-    point: str  # ANGELOS_FAULT_POINT, spelled as the configuration spells it
+    point: str  # TEST_FAULT_POINT, a step named by ledger.dispatch.pipeline.CheckpointName
     mode: str  # exit (SIGKILL) or stop (SIGSTOP, later SIGCONT)
     status: str
     stage: str
@@ -131,7 +131,7 @@ async def _run(services: Services, logs: Path) -> Matrix:
     envs = [
         {
             **(env_k if row.mode == "exit" else env_p),
-            "ANGELOS_FAULT_POINT": f"{row.point}:{row.mode}",
+            "TEST_FAULT_POINT": f"{row.point}:{row.mode}",
             **({"SMTP_MAX_CONNECTIONS": "1"} if row.queued else {}),
         }
         for row in ROWS

@@ -112,7 +112,7 @@ class TestClaimSurvivesACrash:
         env = server_env(services, "crash", ANGELOS_REDIS_URL=redis.url)
         try:
             faulty = start_servers(
-                [{**env, "ANGELOS_FAULT_POINT": "after_attempt_started:exit"}], tmp_path
+                [{**env, "TEST_FAULT_POINT": "after_attempt_started:exit"}], tmp_path
             )[0]
             preview = await prepare(faulty.url, rcpt)
             with contextlib.suppress(Exception):

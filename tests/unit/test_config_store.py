@@ -153,11 +153,7 @@ class TestLedgerDefaults:
         assert store.recovery_interval_s == 30
         assert (store.dispatcher_lease_ms, store.dispatcher_lease_refresh_ms) == (30_000, 10_000)
         assert store.annotation_cap == 32
-        assert (store.test_mode, store.fault_point, store.test_prepare_ttl_ms) == (
-            False,
-            None,
-            None,
-        )
+        assert (store.test_mode, store.test_prepare_ttl_ms) == (False, None)
 
 
 class TestLedgerVariables:
@@ -294,48 +290,19 @@ class TestDeadlineRelations:
 
 class TestTestBuildSwitches:
     def test_fault_variables_are_ignored_without_the_guard(self) -> None:
-        """Production ignores ANGELOS_FAULT_POINT and ANGELOS_TEST_PREPARE_TTL_MS entirely."""
+        """Production ignores ANGELOS_TEST_PREPARE_TTL_MS entirely."""
         for guard in ({}, {"ANGELOS_ALLOW_FAULT_INJECTION": "1"}, {"ANGELOS_ENV": "test"}):
             store = store_of(
                 load(
                     {**MAILBOX, **guard},
-                    ANGELOS_FAULT_POINT="bogus",
                     ANGELOS_TEST_PREPARE_TTL_MS="x",
                 )
             )
-            assert (store.test_mode, store.fault_point, store.test_prepare_ttl_ms) == (
-                False,
-                None,
-                None,
-            )
+            assert (store.test_mode, store.test_prepare_ttl_ms) == (False, None)
 
     def test_lower_bounds_hold_without_the_guard(self) -> None:
         """Short timings are refused in production."""
         assert_rejected(load(MAILBOX, SEND_TOOL_DEADLINE_S="2"), "SEND_TOOL_DEADLINE_S")
-
-    @pytest.mark.parametrize(
-        "point",
-        [
-            "after_claim",
-            "after_attempt_started",
-            "mid_body",
-            "after_commit_point",
-            "after_terminator",
-            "after_filing_started",
-            "after_claim:exit",
-            "mid_body:stop",
-        ],
-    )
-    def test_fault_points_with_the_guard(self, point: str) -> None:
-        """With ANGELOS_ALLOW_FAULT_INJECTION=1 and ANGELOS_ENV=test the fault point is kept."""
-        store = store_of(load({**MAILBOX, **TEST_GUARD}, ANGELOS_FAULT_POINT=point))
-        assert (store.test_mode, store.fault_point) == (True, point)
-
-    @pytest.mark.parametrize("point", ["after_everything", "after_claim:pause", "AFTER_CLAIM"])
-    def test_unknown_fault_point_is_rejected(self, point: str) -> None:
-        """A typo in a fault test fails loudly instead of testing nothing."""
-        config = load({**MAILBOX, **TEST_GUARD}, ANGELOS_FAULT_POINT=point)
-        assert_rejected(config, "ANGELOS_FAULT_POINT")
 
     def test_prepare_ttl_with_the_guard(self) -> None:
         """ANGELOS_TEST_PREPARE_TTL_MS replaces the 15-minute lifetime in test builds."""
