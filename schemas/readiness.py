@@ -6,11 +6,13 @@ from typing import Literal
 
 from msgspec import Struct, field
 
+from schemas.scopes import Scope
+
 OperationClass = Literal["read", "write", "delete", "send", "send_status"]
 BlockerKind = Literal["scope", "gate", "provider", "store"]
 
 # The scopes a caller needs for each class; a tool advertises the scopes of its class.
-CLASS_SCOPES: dict[OperationClass, tuple[str, ...]] = {
+CLASS_SCOPES: dict[OperationClass, tuple[Scope, ...]] = {
     "read": ("mail.read",),
     "write": ("mail.read", "mail.write"),
     "delete": ("mail.read", "mail.write"),

@@ -16,8 +16,9 @@ import structlog
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
+from schemas.scopes import BASE_SCOPE
 from service.auth.challenge import challenge
-from service.auth.verifier import BASE_SCOPE, AuthFailure, TokenVerifier
+from service.auth.verifier import AuthFailure, TokenVerifier
 from service.principal import Principal
 
 PRINCIPAL_KEY: Final = "angelos.principal"

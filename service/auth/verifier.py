@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import Literal
 
-from service.auth.first_party import GrantCheck, check_profile
+from schemas.scopes import BASE_SCOPE
 from service.auth.jwt import Claims, TokenRejected, TokenRules, parse_token, verify_signature
 from service.auth.keys import KeyCache
+from service.auth.profile import GrantCheck, check_profile
 from service.principal import Principal
-
-BASE_SCOPE: Final = "mail.read"
 
 
 class AuthFailure(Exception):

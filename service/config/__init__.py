@@ -14,10 +14,8 @@ from service.config._model import (
     StoreConfig,
 )
 from service.config._report import check_config_lines, describe
-from service.config._rules import SCOPE_ORDER
 
 __all__ = [
-    "SCOPE_ORDER",
     "Client",
     "Config",
     "EnvFileInfo",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from schemas.scopes import BASE_SCOPE, Scope, parse_scope_list
 from service.config._files import load_ca_file
 from service.config._first_party import first_party_enabled
 from service.config._model import Gates, HttpAuthConfig, LocalPrincipal
-from service.config._rules import has_control, parse_scope_list, utf8_size, value_of
+from service.config._rules import has_control, utf8_size, value_of
 from service.config._urls import HttpsUrl, parse_public_https_url
 
 _LEGACY_FIRST_PARTY_HOST = "api.angelos.ashray.xyz"
@@ -122,14 +123,18 @@ def _subjects(env: Mapping[str, str], problems: list[str]) -> tuple[str, ...] | 
 
 def _initial_scopes(
     env: Mapping[str, str], gates: Gates, problems: list[str]
-) -> tuple[str, ...] | None:
+) -> tuple[Scope, ...] | None:
     raw = value_of(env, "MCP_OAUTH_INITIAL_SCOPES")
-    scopes = ("mail.read",) if raw is None else parse_scope_list(raw)
+    scopes = (BASE_SCOPE,) if raw is None else parse_scope_list(raw)
     if scopes is None:
         problems.append(f"MCP_OAUTH_INITIAL_SCOPES: {_SCOPE_RULE}")
         return None
     # A first challenge never asks for a scope whose gate is off: consent would be useless.
-    enabled = {"mail.read": True, "mail.write": gates.writes, "mail.send": gates.send}
+    enabled: dict[Scope, bool] = {
+        "mail.read": True,
+        "mail.write": gates.writes,
+        "mail.send": gates.send,
+    }
     return tuple(scope for scope in scopes if enabled[scope])
 
 
@@ -143,7 +148,7 @@ def load_local(env: Mapping[str, str]) -> tuple[LocalPrincipal | None, tuple[str
             " or surrounding whitespace"
         )
     raw_scopes = value_of(env, "ANGELOS_LOCAL_SCOPES")
-    scopes = ("mail.read",) if raw_scopes is None else parse_scope_list(raw_scopes)
+    scopes = (BASE_SCOPE,) if raw_scopes is None else parse_scope_list(raw_scopes)
     if scopes is None:
         problems.append(f"ANGELOS_LOCAL_SCOPES: {_SCOPE_RULE}")
     if problems or scopes is None:

@@ -6,8 +6,6 @@ import ipaddress
 import re
 from collections.abc import Mapping
 
-SCOPE_ORDER: tuple[str, ...] = ("mail.read", "mail.write", "mail.send")
-
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
 _NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9A-Fa-f]*", re.ASCII)
 _HOST_FORBIDDEN = frozenset("/\\:@ \t\r\n\x00")
@@ -137,15 +135,3 @@ def parse_go_duration(text: str) -> int | None:
             return None
         position = match.end()
     return sign * total
-
-
-def parse_scope_list(text: str) -> tuple[str, ...] | None:
-    """Parse 1-3 distinct mail scopes joined by single spaces and including mail.read."""
-    items = text.split(" ")
-    if not 1 <= len(items) <= len(SCOPE_ORDER):
-        return None
-    if any(item not in SCOPE_ORDER for item in items) or len(set(items)) != len(items):
-        return None
-    if "mail.read" not in items:
-        return None
-    return tuple(scope for scope in SCOPE_ORDER if scope in items)

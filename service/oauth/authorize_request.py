@@ -13,8 +13,8 @@ from urllib.parse import parse_qsl, urlencode
 
 import msgspec
 
+from schemas.scopes import Scope, parse_scope_list
 from service.auth.b64url import encodes_bytes
-from service.config._rules import parse_scope_list
 
 MAX_QUERY_BYTES: Final = 8192
 MAX_STATE_BYTES: Final = 1024
@@ -45,7 +45,7 @@ class AuthorizeRequest(msgspec.Struct, frozen=True):
     redirect_uri: str
     state: str
     code_challenge: str
-    scopes: tuple[str, ...]  # canonical order
+    scopes: tuple[Scope, ...]  # canonical order
 
 
 class AuthorizeRefusal(msgspec.Struct, frozen=True):
@@ -56,7 +56,7 @@ class AuthorizeRefusal(msgspec.Struct, frozen=True):
     state: str | None = None
 
 
-def parse_scope(value: str | None) -> tuple[str, ...] | None:
+def parse_scope(value: str | None) -> tuple[Scope, ...] | None:
     """Return the requested scopes in canonical order, or None when the string is not valid."""
     if value is None or len(value) > MAX_SCOPE_CHARS:
         return None

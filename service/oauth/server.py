@@ -16,6 +16,7 @@ from typing import Any, Final, Protocol
 import structlog
 from aiohttp import web
 
+from schemas.scopes import SCOPE_ORDER
 from service.config import FirstPartyConfig
 from service.oauth.authorize_request import (
     AuthorizeRefusal,
@@ -54,7 +55,6 @@ OAUTH_HEADERS: Final = {
     ),
 }
 METADATA_PATH: Final = "/.well-known/oauth-authorization-server"
-SCOPES: Final = ["mail.read", "mail.write", "mail.send"]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 StoreSource = Callable[[], OAuthStore | None]
 
@@ -147,7 +147,7 @@ class AuthorizationServer:
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": ["none"],
-            "scopes_supported": SCOPES,
+            "scopes_supported": list(SCOPE_ORDER),
             "authorization_response_iss_parameter_supported": True,
             "client_id_metadata_document_supported": self.config.cimd_enabled,
         }

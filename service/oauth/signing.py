@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
+from service.auth.profile import AccessTokenClaims
+
 MAX_PEM_BYTES = 16384
 MAX_VERIFICATION_KEYS = 4
 _COORDINATE_BYTES = 32
@@ -146,7 +148,7 @@ class Signer:
     def __repr__(self) -> str:
         return f"Signer(kid={self.kid!r}, retiring={[entry.kid for entry in self._retiring]!r})"
 
-    def sign_access_token(self, claims: Mapping[str, Any]) -> str:
+    def sign_access_token(self, claims: AccessTokenClaims | Mapping[str, Any]) -> str:
         """Return the compact JWS of claims: ES256 under the active kid, typed at+jwt."""
         header = msgspec.json.encode({"alg": "ES256", "kid": self.kid, "typ": "at+jwt"})
         signing_input = f"{_b64url(header)}.{_b64url(msgspec.json.encode(claims))}"

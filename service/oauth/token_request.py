@@ -8,6 +8,7 @@ from typing import Final
 
 import msgspec
 
+from schemas.scopes import Scope
 from service.auth.b64url import encodes_bytes
 from service.oauth.authorize_request import RegisteredClient, parse_scope, single_valued
 
@@ -38,7 +39,7 @@ class RefreshRequest(msgspec.Struct, frozen=True):
 
     client_id: str
     refresh_token: str
-    scopes: tuple[str, ...] | None
+    scopes: tuple[Scope, ...] | None
 
 
 class TokenError(msgspec.Struct, frozen=True):

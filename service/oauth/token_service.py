@@ -11,11 +11,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import secrets
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import msgspec
 
+from schemas.scopes import Scope
+from service.auth.profile import AccessTokenClaims, claims_for
 from service.oauth.store import OAuthStore
 from service.oauth.store.errors import (
     InvalidGrant,
@@ -26,13 +27,11 @@ from service.oauth.store.errors import (
 from service.oauth.store.records import Grant
 from service.oauth.token_request import CodeExchange, RefreshRequest
 
-ACCESS_TOKEN_TTL_S: Final = 300
-
 
 class Signer(Protocol):
     """Signs the claims of an access token (ES256, typ at+jwt) with the active key."""
 
-    def sign_access_token(self, claims: dict[str, Any]) -> str:
+    def sign_access_token(self, claims: AccessTokenClaims) -> str:
         """Return the compact JWS."""
         ...
 
@@ -96,7 +95,7 @@ async def exchange_code(
         ):
             return INVALID_GRANT
         grant = await store.get_grant(read.grant_id)
-        if grant is None or not _grant_matches(grant, who, request.client_id, now):
+        if grant is None or not grant.serves(request.client_id, who.subject, who.resource, now):
             return INVALID_GRANT
         budget = await store.spend_grant_budget(read.grant_id)
         if not budget.allowed:
@@ -137,36 +136,24 @@ async def refresh_tokens(
     )
 
 
-def _grant_matches(grant: Grant, who: Issuer, client_id: str, now: int) -> bool:
-    return (
-        grant.subject == who.subject
-        and grant.client_id == client_id
-        and grant.resource == who.resource
-        and grant.expires_unix > now
-    )
-
-
 def _response(
     signer: Signer,
     who: Issuer,
     grant: Grant,
     gid: str,
-    scopes: tuple[str, ...],
+    scopes: tuple[Scope, ...],
     refresh_token: str,
     now: int,
 ) -> TokenResponse:
-    expires = min(now + ACCESS_TOKEN_TTL_S, grant.expires_unix)
-    scope = " ".join(scopes)
-    claims = {
-        "iss": who.issuer,
-        "aud": who.resource,
-        "sub": who.subject,
-        "iat": now,
-        "exp": expires,
-        "jti": secrets.token_urlsafe(32),
-        "scope": scope,
-        "gid": gid,
-        "client_id": grant.client_id,
-        "token_use": "access",
-    }
-    return TokenResponse(signer.sign_access_token(claims), refresh_token, scope, expires - now)
+    claims = claims_for(
+        issuer=who.issuer,
+        resource=who.resource,
+        subject=who.subject,
+        gid=gid,
+        client_id=grant.client_id,
+        scopes=scopes,
+        grant_expires=grant.expires_unix,
+        now=now,
+    )
+    token = signer.sign_access_token(claims)
+    return TokenResponse(token, refresh_token, claims.scope, claims.exp - now)

@@ -8,6 +8,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from schemas.scopes import SCOPE_ORDER
 from service.config import Config
 from service.context import VERSION
 from service.transports.asgi_bridge import mount_asgi
@@ -94,7 +95,7 @@ def build_http_app(
         document = {
             "resource": auth.resource_url,
             "authorization_servers": [auth.issuer],
-            "scopes_supported": ["mail.read", "mail.write", "mail.send"],
+            "scopes_supported": list(SCOPE_ORDER),
             "bearer_methods_supported": ["header"],
         }
         response = web.json_response(document, headers={"Cache-Control": "public, max-age=300"})

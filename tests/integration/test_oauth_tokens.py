@@ -12,10 +12,12 @@ import json
 import time
 from typing import Any
 
+import msgspec
 import pytest
 
 from service.auth.jwt import TokenRules
 from service.auth.keys import KeyCache, LocalKeySource
+from service.auth.profile import AccessTokenClaims
 from service.auth.verifier import AuthFailure, TokenVerifier
 from service.oauth.store import OAuthStore, StoreLimits
 from service.oauth.token_request import CodeExchange, RefreshRequest
@@ -53,9 +55,10 @@ class ServerSigner:
     def __init__(self, subject: str) -> None:
         self.minter = Minter(issuer=ISSUER, resource=RESOURCE, subject=subject, keys=(ec_key(),))
 
-    def sign_access_token(self, claims: dict[str, Any]) -> str:
+    def sign_access_token(self, claims: AccessTokenClaims) -> str:
         key = self.minter.ec
-        return self.minter.raw({"alg": "ES256", "kid": key.kid, "typ": "at+jwt"}, claims, key)
+        header = {"alg": "ES256", "kid": key.kid, "typ": "at+jwt"}
+        return self.minter.raw(header, msgspec.structs.asdict(claims), key)
 
     def verifier(self, store: OAuthStore) -> TokenVerifier:
         rules = TokenRules(ISSUER, RESOURCE, frozenset({self.minter.subject}))

@@ -6,7 +6,7 @@ from typing import Final
 
 from aiohttp import web
 
-from service.config import SCOPE_ORDER
+from schemas.scopes import BASE_SCOPE, SCOPE_ORDER, Scope
 from service.oauth.authorize_request import redirect_with, single_valued
 from service.oauth.store import GrantLimitReached, OAuthStore
 from service.oauth.store.records import PendingConsent
@@ -19,11 +19,11 @@ from .session import Visit, posting_visit, signed_in
 DECISIONS: Final = ("approve", "deny")
 
 
-def approved_scopes(values: list[str], requested: tuple[str, ...]) -> tuple[str, ...] | None:
+def approved_scopes(values: list[str], requested: tuple[Scope, ...]) -> tuple[Scope, ...] | None:
     """The approved scopes in canonical order, or None unless they are distinct, known,
     include mail.read and were all requested."""
     chosen = set(values)
-    if len(chosen) != len(values) or "mail.read" not in chosen or not chosen <= set(requested):
+    if len(chosen) != len(values) or BASE_SCOPE not in chosen or not chosen <= set(requested):
         return None
     return tuple(scope for scope in SCOPE_ORDER if scope in chosen)
 
@@ -104,7 +104,7 @@ class ConsentPages:
         return visit, request_id, decision, fields.get("scope", [])
 
     async def _approve(
-        self, store: OAuthStore, pending: PendingConsent, scopes: tuple[str, ...]
+        self, store: OAuthStore, pending: PendingConsent, scopes: tuple[Scope, ...]
     ) -> web.StreamResponse:
         asked = pending.request
         client = self.context.clients.get(asked.client_id)

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from schemas.scopes import BASE_SCOPE
 from service.oauth.store import GrantEntry
 
 PAGE_CSP: Final = (
@@ -21,7 +22,7 @@ PAGE_CSP: Final = (
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
 )
 PERMISSIONS: Final = "publickey-credentials-get=(self), publickey-credentials-create=(self)"
-SCOPE_TEXT: Final = {
+SCOPE_TEXT: Final[dict[str, str]] = {
     "mail.read": "Read and search your mail",
     "mail.write": "Organise mail: flags, folders, drafts",
     "mail.send": "Send mail as you",
@@ -100,8 +101,8 @@ def consent_page(
     items = []
     for scope in scopes:
         label = f"{escape(SCOPE_TEXT.get(scope, scope))} <code>{escape(scope)}</code>"
-        if scope == "mail.read":  # every grant includes it
-            control = '<input type="hidden" name="scope" value="mail.read">'
+        if scope == BASE_SCOPE:  # every grant includes it
+            control = f'<input type="hidden" name="scope" value="{BASE_SCOPE}">'
             items.append(f"<li>{control}<span>{label}</span> (always included)</li>")
         else:
             box = f'<input type="checkbox" name="scope" value="{escape(scope)}" checked>'

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 import msgspec
 
+from schemas.scopes import Scope
 from schemas.secret import Secret
 
 from ._core import (
@@ -58,7 +59,7 @@ class GrantOps(BudgetOps, StoreCore):
     # ------------------------------------------------------------------------------ grants
 
     async def create_grant(
-        self, client_id: str, client_name: str, scopes: Iterable[str]
+        self, client_id: str, client_name: str, scopes: Iterable[Scope]
     ) -> tuple[Secret, Grant]:
         """Record a consented grant (30 days); raise GrantLimitReached at 128 active grants."""
         now = self.now()
@@ -150,9 +151,7 @@ class GrantOps(BudgetOps, StoreCore):
             return False
         return (
             grant is not None
-            and grant.client_id == client_id
-            and grant.subject == subject
-            and grant.resource == self.resource
+            and grant.serves(client_id, subject, self.resource, self.now())
             and set(wanted) <= set(grant.scopes)
         )
 

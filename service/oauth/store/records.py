@@ -10,7 +10,9 @@ from typing import Literal
 
 import msgspec
 
-Scopes = tuple[str, ...]
+from schemas.scopes import Scope
+
+Scopes = tuple[Scope, ...]
 
 
 class SessionRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -78,6 +80,15 @@ class Grant(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     scopes: Scopes
     created_unix: int
     expires_unix: int
+
+    def serves(self, client_id: str, subject: str, resource: str, now: int) -> bool:
+        """Tell whether this grant is unexpired and belongs to this client, subject and resource."""
+        return (
+            self.client_id == client_id
+            and self.subject == subject
+            and self.resource == resource
+            and self.expires_unix > now
+        )
 
 
 class AuthCode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
