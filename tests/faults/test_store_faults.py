@@ -69,4 +69,3 @@ class TestAStoreThatGoesBackInTime:
         self, outcomes: dict[str, Outcome]
     ) -> None:
         outcomes["restart from an older AOF"].check()
-

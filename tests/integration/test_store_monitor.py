@@ -216,6 +216,7 @@ class TestDurabilityWhileServing:
         assert reason in refusal["error"]
         assert "prepared" == projected["status"]
 
+
 # ---------------------------------------------------------------------------------- 2
 
 
