@@ -42,8 +42,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from figures import pct  # noqa: E402
 
-from service.auth.jwks import parse_jwks  # noqa: E402
-from service.auth.jwt import parse_token, verify_signature  # noqa: E402
+from service.auth.resource.jwks import parse_jwks  # noqa: E402
+from service.auth.resource.jwt import parse_token, verify_signature  # noqa: E402
 from service.config import load_config  # noqa: E402
 from service.logging import configure_logging  # noqa: E402
 from service.transports.serve_http import app_runner, http_service  # noqa: E402

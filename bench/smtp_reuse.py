@@ -130,8 +130,7 @@ async def run(services: Any, sends: int, port: int, spool: Path, sink_pid: int) 
         await pool.aclose()
     seen = [t for t in transactions(spool) if tag in t.rcpt_tos[0]]
     connections = {
-        path: len({t.connection for t in seen if t.rcpt_tos[0].startswith(path)})
-        for path in times
+        path: len({t.connection for t in seen if t.rcpt_tos[0].startswith(path)}) for path in times
     }
     total = {path: sum(values) for path, values in times.items()}
     print(f"{sends} sends per path, ~9 KiB each, one at a time, TLS sink with AUTH PLAIN")

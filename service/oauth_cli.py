@@ -10,8 +10,8 @@ import argparse
 import json
 from typing import TextIO
 
-from service.oauth.bootstrap import new_bootstrap_token
-from service.oauth.signing import load_signing_key, new_signing_key, public_pem
+from service.auth.server.bootstrap import new_bootstrap_token
+from service.auth.server.signing import load_signing_key, new_signing_key, public_pem
 
 
 def add_oauth_commands(parser: argparse.ArgumentParser) -> None:

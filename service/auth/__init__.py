@@ -1,1 +1,3 @@
-"""OAuth 2.0 resource-server pieces: strict token and key-set parsing, key cache, bearer checks."""
+"""Who may call: the resource server (resource/), the authorization server (server/),
+the access-token profile both read (profile.py), and their wiring into HTTP (wiring.py).
+"""

@@ -15,7 +15,7 @@ from typing import Final, Literal, Protocol
 import msgspec
 
 from schemas.scopes import SCOPE_ORDER, Scope
-from service.auth.jwt import Claims, TokenRejected
+from service.auth.resource.jwt import Claims, TokenRejected
 
 ACCESS_TOKEN_TTL_S: Final = 300
 MAX_ID_BYTES: Final = 512

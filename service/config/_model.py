@@ -9,8 +9,8 @@ import msgspec
 from providers.smtp.settings import TlsMode
 from schemas.scopes import Scope
 from schemas.secret import Secret
+from service.auth.server.signing import Signer, VerificationKey
 from service.config._urls import HttpsUrl, parse_public_https_url
-from service.oauth.signing import Signer, VerificationKey
 
 
 class Gates(msgspec.Struct, frozen=True):

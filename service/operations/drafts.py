@@ -22,9 +22,9 @@ from providers.mime.compose import (
     draft_preview,
     expiry,
 )
-from providers.mime.draft import ParsedDraft, parse_draft, read_draft, revised_message
-from providers.mime.draft import source_digest as digest_of
-from providers.mime.draft_headers import DraftUnsupported
+from providers.mime.draft.draft import ParsedDraft, parse_draft, read_draft, revised_message
+from providers.mime.draft.draft import source_digest as digest_of
+from providers.mime.draft.draft_headers import DraftUnsupported
 from providers.off_loop import off_loop
 from schemas import errors, rules
 from schemas.args.common import Message

@@ -8,7 +8,6 @@ from msgspec import UNSET
 
 from ledger.ids import new_id
 from ledger.store.ledger_store import LedgerStore
-from providers.mime.attachments import extract_attachment
 from providers.mime.compose import (
     compose_forward,
     compose_new,
@@ -19,6 +18,7 @@ from providers.mime.compose import (
     preview,
     select_source_attachments,
 )
+from providers.mime.read.attachments import extract_attachment
 from providers.off_loop import off_loop
 from schemas import errors
 from schemas.args.common import Ref

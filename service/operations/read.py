@@ -9,8 +9,8 @@ from msgspec import UNSET
 
 from providers.imap.summaries import rfc3339
 from providers.mailbox import Mailbox, RawMessage, RawReader
-from providers.mime.attachments import extract_attachment
-from providers.mime.parse import parse_message
+from providers.mime.read.attachments import extract_attachment
+from providers.mime.read.parse import parse_message
 from providers.off_loop import off_loop
 from schemas import errors
 from schemas.args.query import Attachment, Read, ReadMany

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.auth.bearer import BearerGate
+from service.auth.resource.bearer import BearerGate
 from service.transports.host_policy import HostPolicy
 from service.transports.jsonrpc_edge import (
     MAX_MESSAGE_BYTES,

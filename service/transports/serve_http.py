@@ -13,17 +13,17 @@ from mcp.server import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 
 from service.app import build_app
-from service.auth.bearer import BearerGate, principal_in
-from service.auth.jwt import TokenRules
-from service.auth.keys import HttpsKeySource, KeyCache
-from service.auth.verifier import TokenVerifier
+from service.auth.resource.bearer import BearerGate, principal_in
+from service.auth.resource.jwt import TokenRules
+from service.auth.resource.key_cache import HttpsKeySource, KeyCache
+from service.auth.resource.verifier import TokenVerifier
+from service.auth.wiring import BrowserFactory, FirstParty
 from service.config import Config, HttpAuthConfig
 from service.context import AppContext
 from service.mcp_server import PrincipalSource, build_server
 from service.principal import Principal, local_principal
 from service.readiness import send_health
 from service.transports.canonical_host import canonical_host_gate
-from service.transports.first_party import BrowserFactory, FirstParty
 from service.transports.host_policy import HostPolicy, loopback_policy, resource_policy
 from service.transports.http import build_http_app
 from service.transports.http_edge import McpEdge
@@ -91,7 +91,7 @@ def unconfigured_gate(config: Config) -> Any:
 
 
 def _owner_browser() -> BrowserFactory:
-    from service.oauth.browser import OwnerBrowser  # webauthn is loaded only when used
+    from service.auth.server.browser import OwnerBrowser  # webauthn is loaded only when used
 
     return OwnerBrowser
 

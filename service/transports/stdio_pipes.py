@@ -1,10 +1,12 @@
 """stdin/stdout as raw lines for the stdio transport, with fds 0 and 1 kept off the wire.
 
+Why not the SDK's own reader (mcp.server.stdio): it reads each line whole with no bound, so a
+client line without a newline is buffered until EOF, and it makes every line read, write and
+flush a hop to a worker thread (anyio.wrap_file), about half a millisecond per tool call on
+this machine (bench/read_path.py).
 When both descriptors are pipes or sockets, lines are read and written on the event loop
-itself: the SDK's default wraps blocking file objects with anyio.wrap_file, so every line read,
-write and flush is a hop to a worker thread, about half a millisecond per tool call on this
-machine (bench/read_path.py). A terminal or a regular file is read and written in worker threads
-as the SDK does: a terminal's non-blocking mode would outlive this process in the user's shell.
+itself. A terminal or a regular file is read and written in worker threads as the SDK does: a
+terminal's non-blocking mode would outlive this process in the user's shell.
 Either way lines arrive as bytes, at most MAX_LINE of them; a longer line is skipped, reported
 once as TOO_LONG, and serving goes on.
 Like the SDK, serving diverts fd 0 to the null device and fd 1 to stderr, so stray output of

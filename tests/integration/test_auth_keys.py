@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from service.auth.jwt import TokenRules
-from service.auth.keys import HttpsKeySource, KeyCache
-from service.auth.verifier import AuthFailure, TokenVerifier
+from service.auth.resource.jwt import TokenRules
+from service.auth.resource.key_cache import HttpsKeySource, KeyCache
+from service.auth.resource.verifier import AuthFailure, TokenVerifier
 from support.jwks_server import JwksServer, jwks_server
 from support.services import Services
 from support.silent import silent_listener

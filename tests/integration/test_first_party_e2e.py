@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from pydantic import AnyUrl
 
-from service.oauth.bootstrap import new_bootstrap_token
+from service.auth.server.bootstrap import new_bootstrap_token
 from support.angelos_process import free_port, http_server
 from support.browser import browser
 from support.first_party import CALLBACK, CLIENT_ID, first_party_env

@@ -24,9 +24,9 @@ import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
 
+from service.auth.server.bootstrap import new_bootstrap_token
+from service.auth.server.store import OAuthStore
 from service.config import load_config
-from service.oauth.bootstrap import new_bootstrap_token
-from service.oauth.store import OAuthStore
 from service.transports.serve_http import app_runner, http_service
 from support.angelos_process import free_port
 from support.first_party import CALLBACK, CLIENT_ID, first_party_env

@@ -14,7 +14,7 @@ from http.cookies import SimpleCookie
 import pytest
 
 from schemas.secret import Secret
-from service.oauth.store.records import Credential
+from service.auth.server.store.records import Credential
 from support.first_party import (
     Answer,
     FirstPartyServer,

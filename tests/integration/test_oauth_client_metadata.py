@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from service.config._first_party import CHATGPT_CLIENT_ID
-from service.oauth.client_metadata import (
+from service.auth.server.client_metadata import (
     CHATGPT,
     CHATGPT_CALLBACK,
     ClientMetadataResolver,
@@ -23,6 +22,7 @@ from service.oauth.client_metadata import (
     cache_seconds,
     check_document,
 )
+from service.config._first_party import CHATGPT_CLIENT_ID
 from support.jwks_server import JwksServer, jwks_server
 from support.services import Services
 

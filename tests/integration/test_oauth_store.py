@@ -12,7 +12,7 @@ import pytest
 
 from ledger.store.connection import connect
 from schemas.secret import Secret
-from service.oauth.store import (
+from service.auth.server.store import (
     GrantLimitReached,
     InvalidGrant,
     OAuthStore,
@@ -24,8 +24,8 @@ from service.oauth.store import (
     StoreUnavailable,
     grant_handle,
 )
-from service.oauth.store.keys import sha256_hex
-from service.oauth.store.records import ConsentRequest, RefreshRecord
+from service.auth.server.store.keys import sha256_hex
+from service.auth.server.store.records import ConsentRequest, RefreshRecord
 from support.ledger_redis import (  # fixtures are imported by name, as in tests/conftest.py
     backend_fixture,  # noqa: F401
     client_fixture,  # noqa: F401

@@ -9,12 +9,12 @@ import asyncio
 import pytest
 
 from schemas.secret import Secret
-from service.oauth.store import (
+from service.auth.server.store import (
     CredentialRefused,
     OAuthStore,
     StoreCorrupt,
 )
-from service.oauth.store.records import ConsentRequest
+from service.auth.server.store.records import ConsentRequest
 from support.ledger_redis import (  # fixtures are imported by name, as in tests/conftest.py
     backend_fixture,  # noqa: F401
     client_fixture,  # noqa: F401

@@ -15,13 +15,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from service.auth.jwt import TokenRules
-from service.auth.keys import KeyCache, LocalKeySource
 from service.auth.profile import AccessTokenClaims
-from service.auth.verifier import AuthFailure, TokenVerifier
-from service.oauth.store import OAuthStore, StoreLimits
-from service.oauth.token_request import CodeExchange, RefreshRequest
-from service.oauth.token_service import (
+from service.auth.resource.jwt import TokenRules
+from service.auth.resource.key_cache import KeyCache, LocalKeySource
+from service.auth.resource.verifier import AuthFailure, TokenVerifier
+from service.auth.server.store import OAuthStore, StoreLimits
+from service.auth.server.token_request import CodeExchange, RefreshRequest
+from service.auth.server.token_service import (
     Issuer,
     TokenRefused,
     TokenResponse,

@@ -35,8 +35,8 @@ from schemas.errors import InvalidArguments
 from service.app import build_app
 from service.config import load_config
 from service.mcp_server import build_server
-from service.pipeline import decode_arguments
 from service.principal import local_principal
+from service.tool_call import decode_arguments
 from support.imap import close_session, ok, open_session, quote_mailbox
 from support.imap_proxy import ImapProxy
 from support.services import Services

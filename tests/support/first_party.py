@@ -31,12 +31,12 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from multidict import CIMultiDictProxy
 
+from service.auth.server.bootstrap import bootstrap_token_hash, new_bootstrap_token
+from service.auth.server.browser import OwnerBrowser
+from service.auth.server.routes import AuthorizationServer, oauth_headers
+from service.auth.server.signing import new_signing_key
+from service.auth.server.store import OAuthStore
 from service.config import FirstPartyConfig, load_config
-from service.oauth.bootstrap import bootstrap_token_hash, new_bootstrap_token
-from service.oauth.browser import OwnerBrowser
-from service.oauth.server import AuthorizationServer, oauth_headers
-from service.oauth.signing import new_signing_key
-from service.oauth.store import OAuthStore
 from support.angelos_process import free_port
 from support.services import Services
 

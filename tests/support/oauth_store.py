@@ -16,8 +16,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from schemas.secret import Secret
-from service.oauth.store import OAuthStore
-from service.oauth.store.records import Credential
+from service.auth.server.store import OAuthStore
+from service.auth.server.store.records import Credential
 
 RESOURCE = "https://mail.example.com/mcp"
 CLIENT = "angelos-claude"

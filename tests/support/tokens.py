@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
 
-from service.auth.jwks import PublicKey, parse_jwks
-from service.auth.jwt import TokenRejected, TokenRules, parse_token, verify_signature
+from service.auth.resource.jwks import PublicKey, parse_jwks
+from service.auth.resource.jwt import TokenRejected, TokenRules, parse_token, verify_signature
 
 ISSUER = "https://login.example.com/"
 RESOURCE = "https://mail.example.com/mcp"

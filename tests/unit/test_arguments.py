@@ -10,7 +10,7 @@ from jsonschema import Draft202012Validator
 from schemas import errors
 from schemas.args import modify, query
 from schemas.discovery import TOOLS_BY_NAME, tool_entries
-from service.pipeline import action_name, decode_arguments
+from service.tool_call import action_name, decode_arguments
 
 REF = {"folder": "INBOX", "uid_validity": 12345, "uid": 678}
 DIGEST = "0123456789abcdef" * 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.auth.challenge import challenge, step_up_challenge, step_up_scope
+from service.auth.resource.challenge import challenge, step_up_challenge, step_up_scope
 
 M = "https://mail.example.com/.well-known/oauth-protected-resource"
 

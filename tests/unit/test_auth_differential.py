@@ -14,7 +14,7 @@ import jwt as pyjwt
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from service.auth.jwt import parse_token
+from service.auth.resource.jwt import parse_token
 from support.tokens import (
     ABSENT,
     ACCEPTED,

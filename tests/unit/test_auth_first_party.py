@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from service.auth.keys import KeyCache, LocalKeySource
-from service.auth.verifier import AuthFailure, TokenVerifier
+from service.auth.resource.key_cache import KeyCache, LocalKeySource
+from service.auth.resource.verifier import AuthFailure, TokenVerifier
 from support.tokens import ABSENT, Minter
 
 GOOD = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.auth.jwks import parse_jwks
-from service.auth.jwt import TokenRejected, parse_token, verify_signature
+from service.auth.resource.jwks import parse_jwks
+from service.auth.resource.jwt import TokenRejected, parse_token, verify_signature
 from support.forgeries import BY_NAME
 from support.tokens import ACCEPTED, Minter, outcome
 

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from joserfc.jwk import OKPKey
 
-from service.auth.jwks import MAX_JWKS_BYTES, JwksError, parse_jwks
+from service.auth.resource.jwks import MAX_JWKS_BYTES, JwksError, parse_jwks
 from support.tokens import b64url, ec_key, rsa_key
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.auth.jwt import TokenRejected, parse_token
+from service.auth.resource.jwt import TokenRejected, parse_token
 from support.tokens import ACCEPTED, Minter, outcome
 
 NOW = 1_800_000_000

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.auth.jwks import parse_jwks
-from service.auth.jwt import (
+from service.auth.resource.jwks import parse_jwks
+from service.auth.resource.jwt import (
     MAX_TOKEN_BYTES,
     Claims,
     TokenRejected,

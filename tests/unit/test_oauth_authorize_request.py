@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from service.oauth.authorize_request import (
+from service.auth.server.authorize_request import (
     AuthorizeRefusal,
     AuthorizeRequest,
     parse_scope,

@@ -9,10 +9,10 @@ import secrets
 import pytest
 
 from schemas.secret import Secret
-from service.oauth.bootstrap import bootstrap_token_hash
-from service.oauth.browser.ceremonies import bootstrap_token_ok
-from service.oauth.browser.consent import approved_scopes
-from service.oauth.browser.passkeys import challenge_of
+from service.auth.server.bootstrap import bootstrap_token_hash
+from service.auth.server.browser.ceremonies import bootstrap_token_ok
+from service.auth.server.browser.consent import approved_scopes
+from service.auth.server.browser.passkeys import challenge_of
 
 
 def b64(data: bytes) -> str:

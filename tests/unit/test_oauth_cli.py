@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from service.auth.b64url import decode_b64url
+from service.auth.server.signing import load_signing_key, load_verification_key
 from service.cli import main
-from service.oauth.signing import load_signing_key, load_verification_key
+from service.wire.b64url import decode_b64url
 from support.config_env import MAILBOX, load
 
 PEM_BLOCK = re.compile(r"-----BEGIN PRIVATE KEY-----\n.*?-----END PRIVATE KEY-----\n", re.DOTALL)

@@ -11,9 +11,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from service.auth.jwks import parse_jwks
-from service.auth.jwt import TokenRejected, TokenRules, parse_token, verify_signature
-from service.oauth.signing import (
+from service.auth.resource.jwks import parse_jwks
+from service.auth.resource.jwt import TokenRejected, TokenRules, parse_token, verify_signature
+from service.auth.server.signing import (
     KeyRefused,
     Signer,
     VerificationKey,

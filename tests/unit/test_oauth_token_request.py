@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from service.oauth.token_request import (
+from service.auth.server.token_request import (
     CodeExchange,
     RefreshRequest,
     TokenError,

@@ -27,7 +27,7 @@ from schemas.search import (
     compact_row,
     page_counts,
 )
-from service.pipeline import success
+from service.tool_call import success
 
 UINT64_MAX = 18_446_744_073_709_551_615
 REF = Reference("INBOX", 1712345678, 912)

@@ -16,8 +16,8 @@ import pytest
 from service.config import load_config
 from service.context import AppContext
 from service.operations import HANDLERS
-from service.pipeline import call_tool
 from service.principal import local_principal
+from service.tool_call import call_tool
 
 BASE = {
     "MAIL_USERNAME": "owner@example.com",

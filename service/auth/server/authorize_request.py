@@ -1,0 +1,137 @@
+"""Validation of an authorization request, in the order that decides where an error may go.
+
+Until the client and its exact redirect URI are known, an error is a JSON 400 (never a redirect
+to an unvalidated destination); after that, errors go back to the client's redirect URI with
+`error`, `iss` and `state`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final, Protocol
+from urllib.parse import parse_qsl, urlencode
+
+import msgspec
+
+from schemas.scopes import Scope, parse_scope_list
+from service.wire.b64url import encodes_bytes
+
+MAX_QUERY_BYTES: Final = 8192
+MAX_STATE_BYTES: Final = 1024
+MAX_SCOPE_CHARS: Final = 64
+FORBIDDEN_PARAMETERS: Final = (
+    "request",
+    "request_uri",
+    "client_secret",
+    "client_assertion",
+    "client_assertion_type",
+)
+
+
+class RegisteredClient(Protocol):
+    """A client as configuration knows it."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def redirect_uris(self) -> tuple[str, ...]: ...
+
+
+class AuthorizeRequest(msgspec.Struct, frozen=True):
+    """A validated request, ready for sign-in and consent."""
+
+    client_id: str
+    redirect_uri: str
+    state: str
+    code_challenge: str
+    scopes: tuple[Scope, ...]  # canonical order
+
+
+class AuthorizeRefusal(msgspec.Struct, frozen=True):
+    """An OAuth error; with a redirect URI it goes back to the client, else it is a JSON 400."""
+
+    error: str
+    redirect_uri: str | None = None
+    state: str | None = None
+
+
+def parse_scope(value: str | None) -> tuple[Scope, ...] | None:
+    """Return the requested scopes in canonical order, or None when the string is not valid."""
+    if value is None or len(value) > MAX_SCOPE_CHARS:
+        return None
+    return parse_scope_list(value)  # the same rule as the configured scope lists
+
+
+def single_valued(query: str) -> dict[str, str] | None:
+    """Parse a query whose every parameter appears once; None when one repeats."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    params = dict(pairs)
+    return params if len(params) == len(pairs) else None
+
+
+def validate_authorize(
+    query: str, clients: Mapping[str, RegisteredClient], resource: str
+) -> AuthorizeRequest | AuthorizeRefusal:
+    """Check an /oauth/authorize query against the registered clients and this resource."""
+    if len(query.encode()) > MAX_QUERY_BYTES:
+        return AuthorizeRefusal("invalid_request")
+    params = single_valued(query)
+    if params is None:
+        return AuthorizeRefusal("invalid_request")
+    client = clients.get(params.get("client_id", ""))
+    redirect_uri = params.get("redirect_uri", "")
+    if client is None or redirect_uri not in client.redirect_uris:
+        return AuthorizeRefusal("invalid_client")
+    state = params.get("state")
+    error = _redirected_error(params, state, resource)
+    if error is not None:
+        good_state = state if state is not None and _state_ok(state) else None
+        return AuthorizeRefusal(error, redirect_uri, good_state)
+    scopes = parse_scope(params.get("scope"))
+    if scopes is None:
+        return AuthorizeRefusal("invalid_scope", redirect_uri, state)
+    assert state is not None
+    return AuthorizeRequest(client.client_id, redirect_uri, state, params["code_challenge"], scopes)
+
+
+def _redirected_error(params: Mapping[str, str], state: str | None, resource: str) -> str | None:
+    if state is None or not _state_ok(state):
+        return "invalid_request"
+    if params.get("response_type") != "code":
+        return "unsupported_response_type"
+    if params.get("resource") != resource:
+        return "invalid_target"
+    challenge = params.get("code_challenge", "")
+    # An S256 challenge is the base64url of a 32-byte SHA-256 digest.
+    if params.get("code_challenge_method") != "S256" or not encodes_bytes(challenge, 32):
+        return "invalid_request"
+    if params.get("response_mode", "query") != "query":
+        return "invalid_request"
+    if any(name in params for name in FORBIDDEN_PARAMETERS):
+        return "invalid_request"
+    return None
+
+
+def _state_ok(state: str) -> bool:
+    return (
+        0 < len(state.encode()) <= MAX_STATE_BYTES
+        and state == state.strip()
+        and not any(ord(char) < 32 or ord(char) == 127 for char in state)
+    )
+
+
+def redirect_with(redirect_uri: str, params: Sequence[tuple[str, str]]) -> str:
+    """Append parameters to a registered redirect URI (which may already carry a query)."""
+    separator = "&" if "?" in redirect_uri else "?"
+    return f"{redirect_uri}{separator}{urlencode(params)}"
+
+
+def refusal_location(refusal: AuthorizeRefusal, issuer: str) -> str | None:
+    """Where a redirected refusal sends the browser: error, iss and state (when kept)."""
+    if refusal.redirect_uri is None:
+        return None
+    params = [("error", refusal.error), ("iss", issuer)]
+    if refusal.state:
+        params.append(("state", refusal.state))
+    return redirect_with(refusal.redirect_uri, params)

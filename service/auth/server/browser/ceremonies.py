@@ -1,0 +1,215 @@
+"""The four JSON passkey endpoints: enrolment (bootstrap or added passkey) and sign-in."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Final
+
+import msgspec
+from aiohttp import web
+
+from schemas.secret import Secret
+from service.auth.server.bootstrap import bootstrap_token_hash
+from service.auth.server.store import (
+    PASSKEY_BEGIN,
+    PASSKEY_FINISH,
+    BudgetRule,
+    CredentialRefused,
+    OAuthStore,
+)
+from service.auth.server.store.records import ChallengePurpose, OwnerRecord
+from service.wire.b64url import decode_b64url
+
+from .endpoint import BrowserContext, json_refusal
+from .guard import Refusal, csrf_matches, header_csrf, read_json
+from .passkeys import NewPasskey, PasskeyRefused, PasskeyUse, challenge_of
+from .session import Visit, posting_visit, recently_signed_in, set_cookie, spend
+
+MIN_TOKEN_BYTES: Final = 32
+MAX_TOKEN_BYTES: Final = 64
+MAX_TOKEN_CHARS: Final = 86  # unpadded base64url of 64 bytes
+
+
+class RegisterBegin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """register/begin: the bootstrap token for the first passkey, nothing for a later one."""
+
+    bootstrap_token: str | None = None
+
+
+class RegisterFinish(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """register/finish: the created credential (and the bootstrap token again)."""
+
+    credential: NewPasskey
+    bootstrap_token: str | None = None
+
+
+class LoginBegin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """login/begin takes an empty object."""
+
+
+class LoginFinish(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """login/finish: the assertion."""
+
+    credential: PasskeyUse
+
+
+def bootstrap_token_ok(presented: str | None, expected: Secret | None) -> bool:
+    """Whether a token is strict base64url of 32..64 bytes whose SHA-256 is the configured one."""
+    if presented is None or expected is None or len(presented) > MAX_TOKEN_CHARS:
+        return False
+    raw = decode_b64url(presented)
+    if raw is None or not MIN_TOKEN_BYTES <= len(raw) <= MAX_TOKEN_BYTES:
+        return False
+    digest = bootstrap_token_hash(presented).encode("ascii")
+    return hmac.compare_digest(digest, expected.reveal().encode("ascii"))
+
+
+class Ceremonies:
+    """The passkey endpoints of one browser flow."""
+
+    def __init__(self, context: BrowserContext) -> None:
+        self.context = context
+
+    async def _visit(
+        self, request: web.Request, store: OAuthStore, rule: BudgetRule
+    ) -> Visit | Refusal:
+        visit = await posting_visit(store, request, self.context.config.issuer)
+        if isinstance(visit, Refusal):
+            return visit
+        if not csrf_matches(header_csrf(request), visit.csrf):
+            return Refusal(403, "bad_csrf")
+        await spend(store, rule, visit.session.handle)
+        return visit
+
+    async def register_begin(self, request: web.Request) -> web.StreamResponse:
+        """Start a passkey registration: the first one with the bootstrap token, later ones
+        only on a session signed in within five minutes."""
+        store = self.context.store()
+        visit = await self._visit(request, store, PASSKEY_BEGIN)
+        if isinstance(visit, Refusal):
+            return json_refusal(visit)
+        body = await read_json(request, RegisterBegin)
+        if isinstance(body, Refusal):
+            return json_refusal(body)
+        owner = await store.load_owner()
+        purpose = await self._purpose(store, visit, owner, body.bootstrap_token)
+        if isinstance(purpose, Refusal):
+            return json_refusal(purpose)
+        existing = () if owner is None else owner.credentials
+        challenge = await store.put_challenge(visit.session, purpose)
+        options = self.context.relying_party.registration_options(challenge.reveal(), existing)
+        return web.Response(text=options, content_type="application/json")
+
+    async def register_finish(self, request: web.Request) -> web.StreamResponse:
+        """Verify the new passkey and enrol it (atomically with the owner, the first time)."""
+        store = self.context.store()
+        visit = await self._visit(request, store, PASSKEY_FINISH)
+        if isinstance(visit, Refusal):
+            return json_refusal(visit)
+        body = await read_json(request, RegisterFinish)
+        if isinstance(body, Refusal):
+            return json_refusal(body)
+        challenge = challenge_of(body.credential.response.clientDataJSON)
+        if challenge is None:
+            return json_refusal(Refusal(400, "malformed_request"))
+        owner = await store.load_owner()
+        purpose = await self._purpose(store, visit, owner, body.bootstrap_token)
+        if isinstance(purpose, Refusal):
+            return json_refusal(purpose)
+        if await store.take_challenge(challenge, visit.session, purpose) is None:
+            return json_refusal(Refusal(400, "ceremony_expired"))
+        try:
+            credential = self.context.relying_party.verify_registration(
+                body.credential, challenge, self.context.now()
+            )
+        except PasskeyRefused:
+            return json_refusal(Refusal(400, "passkey_refused"))
+        if purpose == "bootstrap":
+            assert body.bootstrap_token is not None
+            enrolled = await store.complete_bootstrap(Secret(body.bootstrap_token), credential)
+            if enrolled is None:
+                return json_refusal(Refusal(409, "enrollment_refused"))
+        else:
+            try:
+                await store.add_credential(credential)
+            except CredentialRefused:
+                return json_refusal(Refusal(409, "passkey_not_added"))
+        return web.json_response({"ok": True})
+
+    async def _purpose(
+        self, store: OAuthStore, visit: Visit, owner: OwnerRecord | None, token: str | None
+    ) -> ChallengePurpose | Refusal:
+        """Which registration this is, or why it may not happen."""
+        if token is not None:  # a bootstrap attempt
+            if owner is not None or await store.bootstrap_disabled():
+                if not visit.signed_in:
+                    return Refusal(401, "sign_in_required")
+                return Refusal(403, "enrollment_disabled")
+            if not bootstrap_token_ok(token, self.context.config.bootstrap_hash):
+                return Refusal(403, "bootstrap_refused")
+            return "bootstrap"
+        if owner is None:
+            if await store.bootstrap_disabled():
+                return Refusal(403, "enrollment_disabled")
+            return Refusal(403, "bootstrap_refused")
+        if not recently_signed_in(visit, self.context.now()):
+            return Refusal(401, "sign_in_required")
+        return "register"
+
+    async def login_begin(self, request: web.Request) -> web.StreamResponse:
+        """Start a passkey sign-in for the owner's passkeys."""
+        store = self.context.store()
+        visit = await self._visit(request, store, PASSKEY_BEGIN)
+        if isinstance(visit, Refusal):
+            return json_refusal(visit)
+        body = await read_json(request, LoginBegin)
+        if isinstance(body, Refusal):
+            return json_refusal(body)
+        owner = await store.load_owner()
+        if owner is None:
+            return json_refusal(Refusal(409, "no_owner"))
+        challenge = await store.put_challenge(visit.session, "login")
+        options = self.context.relying_party.authentication_options(
+            challenge.reveal(), owner.credentials
+        )
+        return web.Response(text=options, content_type="application/json")
+
+    async def login_finish(self, request: web.Request) -> web.StreamResponse:
+        """Verify the assertion, rotate the session to a signed-in one, say where to go next."""
+        store = self.context.store()
+        visit = await self._visit(request, store, PASSKEY_FINISH)
+        if isinstance(visit, Refusal):
+            return json_refusal(visit)
+        body = await read_json(request, LoginFinish)
+        if isinstance(body, Refusal):
+            return json_refusal(body)
+        used = body.credential
+        challenge = challenge_of(used.response.clientDataJSON)
+        if challenge is None:
+            return json_refusal(Refusal(400, "malformed_request"))
+        if await store.take_challenge(challenge, visit.session, "login") is None:
+            return json_refusal(Refusal(400, "ceremony_expired"))
+        owner = await store.load_owner()
+        found = (
+            []
+            if owner is None
+            else [c for c in owner.credentials if c.credential_id == used.rawId == used.id]
+        )
+        if not found:
+            return json_refusal(Refusal(400, "passkey_refused"))
+        try:
+            count = self.context.relying_party.verify_authentication(used, challenge, found[0])
+        except PasskeyRefused:
+            return json_refusal(Refusal(400, "passkey_refused"))
+        if not await store.update_sign_count(found[0].credential_id, count):
+            return json_refusal(Refusal(400, "passkey_refused"))
+        signed = await store.rotate_session_on_sign_in(visit.cookie, visit.session)
+        if signed is None:
+            return json_refusal(Refusal(409, "session_changed"))
+        pending = signed.pending_request
+        next_url = (
+            "/oauth/grants" if pending is None else f"/oauth/consent?request={pending.reveal()}"
+        )
+        answer = web.json_response({"next": next_url})
+        set_cookie(answer, signed.cookie)
+        return answer

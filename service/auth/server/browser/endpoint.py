@@ -1,0 +1,112 @@
+"""What the browser handlers share: configuration, the store, the clock, and error answers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from aiohttp import web
+
+from service.auth.server.client_metadata import CHATGPT, PinnedClient
+from service.auth.server.store import OAuthStore, StoreError
+from service.config import Client, FirstPartyConfig
+
+from .guard import Refusal
+from .pages import error_page
+from .passkeys import RelyingParty
+from .session import Limited
+
+RETRY_AFTER_S: Final = "60"
+StoreSource = Callable[[], OAuthStore | None]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+MESSAGES: Final = {
+    "cross_origin": "This request did not come from this site's own pages.",
+    "bad_csrf": "This form is out of date. Go back, reload the page and try again.",
+    "no_session": "Your session has ended. Start again from the application.",
+    "sign_in_required": "Sign in first.",
+    "unsupported_media_type": "This request has the wrong content type.",
+    "body_too_large": "This request is too large.",
+    "malformed_form": "This form submission is malformed.",
+    "malformed_request": "This request is malformed.",
+    "unknown_request": "This request is unknown, expired or was already answered.",
+    "bad_scope": "The chosen permissions do not match the request.",
+    "unknown_client": "This application is no longer configured.",
+    "too_many_grants": "Too many applications have access; revoke one first.",
+    "rate_limited": "Too many requests. Wait a minute and try again.",
+    "unavailable": "The sign-in service is unavailable. Try again shortly.",
+}
+
+
+class Unavailable(Exception):
+    """No store is configured or reachable right now."""
+
+
+class BrowserContext:
+    """Configuration, store source and clock of the owner's browser flow."""
+
+    def __init__(
+        self,
+        config: FirstPartyConfig,
+        store_of: StoreSource,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.store_of = store_of
+        self.clock = clock
+        self.clients: dict[str, Client | PinnedClient] = {c.client_id: c for c in config.clients}
+        if config.cimd_enabled:  # its metadata was checked when the request was authorized
+            self.clients[CHATGPT.client_id] = CHATGPT
+        self.relying_party = RelyingParty(config.issuer, config.owner)
+
+    def store(self) -> OAuthStore:
+        """The store, or Unavailable."""
+        store = self.store_of()
+        if store is None:
+            raise Unavailable
+        return store
+
+    def now(self) -> int:
+        """The clock in whole unix seconds."""
+        return int(self.clock())
+
+
+def json_refusal(refusal: Refusal) -> web.Response:
+    """A refusal as the JSON passkey endpoints answer it."""
+    return web.json_response({"error": refusal.reason}, status=refusal.status)
+
+
+def page_refusal(refusal: Refusal) -> web.Response:
+    """A refusal as a short page."""
+    return error_page(refusal.status, MESSAGES.get(refusal.reason, "This request was refused."))
+
+
+def _endpoint(handler: Handler, refuse: Callable[[Refusal], web.Response]) -> Handler:
+    """Map rate limits to 429 (with Retry-After) and store trouble to 503, rendered by `refuse`."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except Limited:
+            answer = refuse(Refusal(429, "rate_limited"))
+            answer.headers["Retry-After"] = RETRY_AFTER_S
+            return answer
+        except (StoreError, Unavailable):
+            return refuse(Refusal(503, "unavailable"))
+
+    return wrapped
+
+
+def json_endpoint(handler: Handler) -> Handler:
+    """The refusals of a JSON endpoint, as JSON."""
+    return _endpoint(handler, json_refusal)
+
+
+def page_endpoint(handler: Handler) -> Handler:
+    """The refusals of a page, as pages."""
+    return _endpoint(handler, page_refusal)
+
+
+def see_other(location: str) -> web.Response:
+    """A 303 to `location` (returned, so the OAuth headers are added to it)."""
+    return web.Response(status=303, headers={"Location": location})

@@ -1,0 +1,74 @@
+"""/oauth/grants (list and revoke the owner's grants) and /oauth/logout."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from service.auth.server.store import OAuthStore
+
+from .endpoint import BrowserContext, page_refusal, see_other
+from .guard import Refusal, csrf_matches, one, read_form
+from .pages import grants_page
+from .session import Visit, clear_cookie, posting_visit, signed_in
+
+
+class GrantPages:
+    """The grants page, revocation and logout."""
+
+    def __init__(self, context: BrowserContext) -> None:
+        self.context = context
+
+    async def show(self, request: web.Request) -> web.StreamResponse:
+        """List the active grants (newest first) and the passkey count."""
+        store = self.context.store()
+        visit = await signed_in(store, request)
+        if visit is None:
+            return see_other("/oauth/login")
+        grants = await store.list_grants()
+        owner = await store.load_owner()
+        return grants_page(
+            csrf=visit.csrf,
+            grants=grants,
+            passkeys=0 if owner is None else len(owner.credentials),
+            mail_from=self.context.config.mail_from,
+        )
+
+    async def revoke(self, request: web.Request) -> web.StreamResponse:
+        """Delete the grant posted as `grant=<handle>`; its tokens stop working at once."""
+        store = self.context.store()
+        checked = await self._form(request, store, "grant")
+        if isinstance(checked, Refusal):
+            return page_refusal(checked)
+        visit, handle = checked
+        if not visit.signed_in:
+            return page_refusal(Refusal(403, "sign_in_required"))
+        await store.revoke_grant(handle)
+        return see_other("/oauth/grants")
+
+    async def logout(self, request: web.Request) -> web.StreamResponse:
+        """End the browser session (grants stay) and go to the sign-in page."""
+        store = self.context.store()
+        checked = await self._form(request, store, None)
+        if isinstance(checked, Refusal):
+            return page_refusal(checked)
+        await store.delete_session(checked[0].cookie)
+        answer = see_other("/oauth/login")
+        clear_cookie(answer)
+        return answer
+
+    async def _form(
+        self, request: web.Request, store: OAuthStore, field: str | None
+    ) -> tuple[Visit, str] | Refusal:
+        visit = await posting_visit(store, request, self.context.config.issuer)
+        if isinstance(visit, Refusal):
+            return visit
+        fields = await read_form(request)
+        if isinstance(fields, Refusal):
+            return fields
+        if not csrf_matches(one(fields, "csrf"), visit.csrf):
+            return Refusal(403, "bad_csrf")
+        expected = {"csrf"} if field is None else {"csrf", field}
+        value = "" if field is None else one(fields, field)
+        if value is None or set(fields) != expected:
+            return Refusal(400, "malformed_form")
+        return visit, value

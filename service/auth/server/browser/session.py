@@ -1,0 +1,119 @@
+"""The browser session cookie `__Host-angelos` and the budgets spent per session."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+from aiohttp import web
+
+from schemas.secret import Secret
+from service.auth.server.store import (
+    BROWSER,
+    NEW_ANONYMOUS_SESSION,
+    BudgetRule,
+    OAuthStore,
+    SessionView,
+)
+
+from .guard import Refusal, same_origin
+
+COOKIE: Final = "__Host-angelos"
+RECENT_SIGN_IN_S: Final = 5 * 60  # adding a passkey needs a sign-in this recent
+
+
+class Limited(Exception):
+    """A rate budget is exhausted: answer 429 with Retry-After."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__("rate limit reached")
+        self.retry_after_s = retry_after_s
+
+
+class Visit(msgspec.Struct, frozen=True):
+    """The session a request came with (or was given): its cookie value and loaded view."""
+
+    cookie: Secret
+    session: SessionView
+    fresh: bool = False  # created for this request: the answer must set the cookie
+
+    @property
+    def csrf(self) -> str:
+        """The session's CSRF value (rendered into its pages)."""
+        return self.session.record.csrf
+
+    @property
+    def signed_in(self) -> bool:
+        """Whether the owner signed in on this session."""
+        return self.session.record.authenticated
+
+
+def presented_cookie(request: web.Request) -> Secret | None:
+    """The session cookie value the browser sent, if any."""
+    value = request.cookies.get(COOKIE)
+    return Secret(value) if value else None
+
+
+def set_cookie(response: web.StreamResponse, cookie: Secret) -> None:
+    """Give the browser its session cookie: Secure, HttpOnly, SameSite=Lax, Path=/."""
+    response.set_cookie(
+        COOKIE, cookie.reveal(), secure=True, httponly=True, samesite="Lax", path="/"
+    )
+
+
+def clear_cookie(response: web.StreamResponse) -> None:
+    """Remove the session cookie (with the attributes a __Host- cookie must keep)."""
+    response.set_cookie(COOKIE, "", max_age=0, secure=True, httponly=True, samesite="Lax", path="/")
+
+
+async def spend(store: OAuthStore, rule: BudgetRule, scope: str = "") -> None:
+    """Spend one use of a budget; Limited when it is exhausted."""
+    budget = await store.spend(rule, scope)
+    if not budget.allowed:
+        raise Limited(budget.retry_after_s)
+
+
+async def current(store: OAuthStore, request: web.Request) -> Visit | None:
+    """The live session of the request's cookie; a signed-in one is counted and slid."""
+    cookie = presented_cookie(request)
+    if cookie is None:
+        return None
+    session = await store.load_session(cookie)
+    if session is None:
+        return None
+    if session.record.authenticated:
+        await spend(store, BROWSER, session.handle)
+        if not await store.touch_session(session):
+            return None
+    return Visit(cookie, session)
+
+
+async def signed_in(store: OAuthStore, request: web.Request) -> Visit | None:
+    """The request's session when it is signed in."""
+    visit = await current(store, request)
+    return visit if visit is not None and visit.signed_in else None
+
+
+async def posting_visit(store: OAuthStore, request: web.Request, issuer: str) -> Visit | Refusal:
+    """The session of a browser POST that passed the same-origin check; none is 403."""
+    refused = same_origin(request, issuer)
+    if refused is not None:
+        return refused
+    visit = await current(store, request)
+    return Refusal(403, "no_session") if visit is None else visit
+
+
+async def current_or_new(store: OAuthStore, request: web.Request) -> Visit:
+    """The request's session, or a fresh anonymous one (from the shared creation budget)."""
+    visit = await current(store, request)
+    if visit is not None:
+        return visit
+    await spend(store, NEW_ANONYMOUS_SESSION)
+    cookie, session = await store.create_session()
+    return Visit(cookie, session, fresh=True)
+
+
+def recently_signed_in(visit: Visit, now: int) -> bool:
+    """Whether the session signed in within the last five minutes."""
+    signed = visit.session.record.authenticated_unix
+    return signed > 0 and now - signed <= RECENT_SIGN_IN_S

@@ -1,0 +1,234 @@
+"""The authorization server's machine endpoints: metadata, key set, authorize and token.
+
+The owner's browser steps (sign-in, passkeys, consent, grants) belong to a BrowserFlow; this
+module validates an authorization request and hands it over, and serves the token endpoint.
+Every answer here carries the no-store, no-referrer, no-frame headers; OAuth errors are always
+`{"error": "<code>"}`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Protocol
+
+import structlog
+from aiohttp import web
+
+from schemas.scopes import SCOPE_ORDER
+from service.auth.server.authorize_request import (
+    AuthorizeRefusal,
+    AuthorizeRequest,
+    RegisteredClient,
+    refusal_location,
+    single_valued,
+    validate_authorize,
+)
+from service.auth.server.client_metadata import (
+    CHATGPT,
+    ClientMetadataResolver,
+    ClientMetadataUnavailable,
+)
+from service.auth.server.signing import Signer
+from service.auth.server.store import CLIENT_METADATA_FETCH, OAuthStore
+from service.auth.server.store.errors import StoreError
+from service.auth.server.token_request import CodeExchange, TokenError, validate_token_request
+from service.auth.server.token_service import (
+    Issuer,
+    TokenRefused,
+    TokenResponse,
+    exchange_code,
+    refresh_tokens,
+)
+from service.config import FirstPartyConfig
+
+log = structlog.get_logger("angelos.oauth")
+OAUTH_HEADERS: Final = {
+    "Cache-Control": "no-store",
+    "Pragma": "no-cache",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": (
+        "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    ),
+}
+METADATA_PATH: Final = "/.well-known/oauth-authorization-server"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+StoreSource = Callable[[], OAuthStore | None]
+
+
+class BrowserFlow(Protocol):
+    """The owner's side: what a valid authorization request turns into in the browser."""
+
+    async def authorize(self, request: web.Request, valid: AuthorizeRequest) -> web.StreamResponse:
+        """Sign in (rendered at this URL) or go on to consent."""
+        ...
+
+    def add_routes(self, app: web.Application) -> None:
+        """Register the browser routes (login, passkeys, consent, grants, logout, assets)."""
+        ...
+
+
+def oauth_error(status: int, error: str, headers: dict[str, str] | None = None) -> web.Response:
+    """An OAuth JSON error, nothing but its code."""
+    return web.json_response({"error": error}, status=status, headers=headers)
+
+
+def get_only(handler: Handler) -> Handler:
+    """Answer anything but GET (and HEAD) with 405 `Allow: GET` and invalid_request."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD"):
+            return oauth_error(405, "invalid_request", {"Allow": "GET"})
+        return await handler(request)
+
+    return wrapped
+
+
+@web.middleware
+async def oauth_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Give every /oauth and metadata answer its headers (a page may set a wider CSP first)."""
+    response = await handler(request)
+    if request.path.startswith("/oauth/") or request.path == METADATA_PATH:
+        for name, value in OAUTH_HEADERS.items():
+            response.headers.setdefault(name, value)
+    return response
+
+
+class AuthorizationServer:
+    """One owner's authorization server under the MCP origin."""
+
+    def __init__(
+        self,
+        config: FirstPartyConfig,
+        store_of: StoreSource,
+        browser: BrowserFlow,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.signer: Signer = config.signer()
+        self.store_of = store_of
+        self.browser = browser
+        self.clock = clock
+        self.clients: dict[str, RegisteredClient] = {c.client_id: c for c in config.clients}
+        self.cimd: ClientMetadataResolver | None = None
+        if config.cimd_enabled:
+            # Token redemption uses the pinned identity; only authorization fetches metadata.
+            self.clients[CHATGPT.client_id] = CHATGPT
+            self.cimd = ClientMetadataResolver(self._spend_fetch_budget)
+        self.who = Issuer(config.issuer, config.resource, config.owner)
+
+    async def _spend_fetch_budget(self) -> bool:
+        store = self.store_of()
+        if store is None:
+            raise ClientMetadataUnavailable(503)
+        try:
+            return (await store.spend(CLIENT_METADATA_FETCH)).allowed
+        except StoreError:
+            raise ClientMetadataUnavailable(503) from None
+
+    async def aclose(self) -> None:
+        """Close the client-metadata fetcher's connections."""
+        if self.cimd is not None:
+            await self.cimd.aclose()
+
+    def metadata(self) -> dict[str, Any]:
+        """The RFC 8414 document."""
+        issuer = self.config.issuer
+        return {
+            "issuer": issuer,
+            "authorization_endpoint": f"{issuer}/oauth/authorize",
+            "token_endpoint": f"{issuer}/oauth/token",
+            "jwks_uri": f"{issuer}/oauth/jwks.json",
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none"],
+            "scopes_supported": list(SCOPE_ORDER),
+            "authorization_response_iss_parameter_supported": True,
+            "client_id_metadata_document_supported": self.config.cimd_enabled,
+        }
+
+    def add_routes(self, app: web.Application) -> None:
+        """Register every route of the authorization server, the browser's included."""
+        app.router.add_route("*", METADATA_PATH, get_only(self._metadata))
+        app.router.add_route("*", "/oauth/jwks.json", get_only(self._jwks))
+        app.router.add_route("*", "/oauth/authorize", get_only(self._authorize))
+        app.router.add_route("*", "/oauth/token", self._token)
+        self.browser.add_routes(app)
+
+    async def _metadata(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response(self.metadata())
+
+    async def _jwks(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(body=self.signer.jwks_document(), content_type="application/json")
+
+    async def _authorize(self, request: web.Request) -> web.StreamResponse:
+        query = request.query_string
+        if self.cimd is not None and _client_id(query) == CHATGPT.client_id:
+            try:
+                await self.cimd.resolve()  # the metadata must still say what the pin says
+            except ClientMetadataUnavailable as unavailable:
+                retry = {"Retry-After": "60"} if unavailable.status == 429 else None
+                return oauth_error(unavailable.status, "temporarily_unavailable", retry)
+        verdict = validate_authorize(query, self.clients, self.config.resource)
+        if isinstance(verdict, AuthorizeRefusal):
+            location = refusal_location(verdict, self.config.issuer)
+            if location is None:  # never redirect to a destination not yet validated
+                return oauth_error(400, verdict.error)
+            raise web.HTTPSeeOther(location)
+        return await self.browser.authorize(request, verdict)
+
+    async def _token(self, request: web.Request) -> web.StreamResponse:
+        if request.method != "POST":
+            return oauth_error(405, "invalid_request", {"Allow": "POST"})
+        body = await request.content.read(16385)
+        verdict = validate_token_request(
+            query=request.query_string,
+            has_authorization="Authorization" in request.headers,
+            content_type=request.headers.get("Content-Type", ""),
+            body=body,
+            clients=self.clients,
+            resource=self.config.resource,
+        )
+        if isinstance(verdict, TokenError):
+            log.info("token_refused", status=verdict.status, error=verdict.error)
+            return oauth_error(verdict.status, verdict.error)
+        store = self.store_of()
+        if store is None:
+            return oauth_error(503, "temporarily_unavailable")
+        now = int(self.clock())
+        if isinstance(verdict, CodeExchange):
+            answer = await exchange_code(store, self.signer, self.who, verdict, now)
+        else:
+            answer = await refresh_tokens(store, self.signer, self.who, verdict, now)
+        grant_type = "authorization_code" if isinstance(verdict, CodeExchange) else "refresh_token"
+        if isinstance(answer, TokenRefused):
+            log.info(
+                "token_refused", grant_type=grant_type, status=answer.status, error=answer.error
+            )
+        else:  # client IDs are configuration, not secrets; tokens never appear here
+            log.info("token_issued", grant_type=grant_type, client_id=verdict.client_id)
+        return _token_answer(answer)
+
+
+def _client_id(query: str) -> str | None:
+    params = single_valued(query)
+    return None if params is None else params.get("client_id")
+
+
+def _token_answer(answer: TokenResponse | TokenRefused) -> web.Response:
+    if isinstance(answer, TokenRefused):
+        headers = {"Retry-After": "60"} if answer.status == 429 else None
+        return oauth_error(answer.status, answer.error, headers)
+    body = {
+        "access_token": answer.access_token,
+        "token_type": answer.token_type,
+        "expires_in": answer.expires_in,
+        "refresh_token": answer.refresh_token,
+        "scope": answer.scope,
+    }
+    return web.Response(text=json.dumps(body), content_type="application/json")

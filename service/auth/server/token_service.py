@@ -1,0 +1,159 @@
+"""The two grants of /oauth/token, from a validated request to the token response.
+
+A code is read, checked (client, redirect, PKCE, its grant) and charged to the grant's budget
+before it is consumed, and consumed only if it is still the very record that was checked: a
+wrong verifier does not burn a good code, a rate-limited exchange leaves it redeemable, and
+of two racing exchanges one wins. Refresh rotation is one atomic step in the store.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from typing import Final, Protocol
+
+import msgspec
+
+from schemas.scopes import Scope
+from service.auth.profile import AccessTokenClaims, claims_for
+from service.auth.server.store import OAuthStore
+from service.auth.server.store.errors import (
+    InvalidGrant,
+    RateLimited,
+    ScopeRevoked,
+    StoreError,
+)
+from service.auth.server.store.records import Grant
+from service.auth.server.token_request import CodeExchange, RefreshRequest
+
+
+class Signer(Protocol):
+    """Signs the claims of an access token (ES256, typ at+jwt) with the active key."""
+
+    def sign_access_token(self, claims: AccessTokenClaims) -> str:
+        """Return the compact JWS."""
+        ...
+
+
+class Issuer(msgspec.Struct, frozen=True):
+    """Who issues: the issuer URL, the one resource and the owner's subject."""
+
+    issuer: str
+    resource: str
+    subject: str
+
+
+class TokenResponse(msgspec.Struct, frozen=True):
+    """The 200 answer of /oauth/token (the tokens are secrets: never log this)."""
+
+    access_token: str
+    refresh_token: str
+    scope: str
+    expires_in: int
+    token_type: str = "Bearer"
+
+    def __repr__(self) -> str:
+        return f"TokenResponse(scope={self.scope!r}, expires_in={self.expires_in})"
+
+
+class TokenRefused(msgspec.Struct, frozen=True):
+    """A refusal: status, OAuth error code, and Retry-After seconds for 429."""
+
+    status: int
+    error: str
+    retry_after_s: int = 0
+
+
+INVALID_GRANT: Final = TokenRefused(400, "invalid_grant")
+UNAVAILABLE: Final = TokenRefused(503, "temporarily_unavailable")
+
+
+def pkce_matches(verifier: str, challenge: str) -> bool:
+    """Compare base64url(SHA-256(verifier)) with the stored challenge in constant time."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    expected = base64.urlsafe_b64encode(digest).rstrip(b"=")
+    return hmac.compare_digest(expected, challenge.encode("ascii"))
+
+
+async def exchange_code(
+    store: OAuthStore, signer: Signer, who: Issuer, request: CodeExchange, now: int
+) -> TokenResponse | TokenRefused:
+    """Redeem an authorization code for an access token and a new refresh family."""
+    try:
+        read = await store.read_code(request.code)
+        if read is None:
+            return INVALID_GRANT
+        code = read.record
+        if (
+            code.subject != who.subject
+            or code.client_id != request.client_id
+            or code.resource != who.resource
+            or code.redirect_uri != request.redirect_uri
+            or code.expires_unix <= now
+            or not pkce_matches(request.code_verifier, code.code_challenge)
+        ):
+            return INVALID_GRANT
+        grant = await store.get_grant(read.grant_id)
+        if grant is None or not grant.serves(request.client_id, who.subject, who.resource, now):
+            return INVALID_GRANT
+        budget = await store.spend_grant_budget(read.grant_id)
+        if not budget.allowed:
+            return TokenRefused(429, "temporarily_unavailable", budget.retry_after_s)
+        if not await store.consume_code(request.code, read.raw):
+            return INVALID_GRANT  # another exchange won
+        refresh = await store.issue_refresh(read.grant_id, request.client_id)
+        gid = read.grant_id.reveal()
+        response = _response(signer, who, grant, gid, code.scopes, refresh.reveal(), now)
+        if not await store.grant_active(gid, request.client_id, who.subject, code.scopes):
+            return INVALID_GRANT  # revoked while the token was being made
+    except InvalidGrant:
+        return INVALID_GRANT
+    except StoreError:
+        return UNAVAILABLE
+    return response
+
+
+async def refresh_tokens(
+    store: OAuthStore, signer: Signer, who: Issuer, request: RefreshRequest, now: int
+) -> TokenResponse | TokenRefused:
+    """Rotate a refresh token: a new one, and an access token for the grant's (or fewer) scopes."""
+    try:
+        rotation = await store.rotate_refresh(
+            request.refresh_token, request.client_id, request.scopes
+        )
+    except RateLimited as limited:
+        return TokenRefused(429, "temporarily_unavailable", limited.retry_after_s)
+    except ScopeRevoked:
+        return TokenRefused(400, "invalid_scope")
+    except InvalidGrant:
+        return INVALID_GRANT
+    except StoreError:
+        return UNAVAILABLE
+    gid = rotation.grant_id.reveal()
+    return _response(
+        signer, who, rotation.grant, gid, rotation.scopes, rotation.refresh_token.reveal(), now
+    )
+
+
+def _response(
+    signer: Signer,
+    who: Issuer,
+    grant: Grant,
+    gid: str,
+    scopes: tuple[Scope, ...],
+    refresh_token: str,
+    now: int,
+) -> TokenResponse:
+    claims = claims_for(
+        issuer=who.issuer,
+        resource=who.resource,
+        subject=who.subject,
+        gid=gid,
+        client_id=grant.client_id,
+        scopes=scopes,
+        grant_expires=grant.expires_unix,
+        now=now,
+    )
+    token = signer.sign_access_token(claims)
+    return TokenResponse(token, refresh_token, claims.scope, claims.exp - now)

@@ -1,0 +1,72 @@
+"""First-party mode's parts of the HTTP service: the authorization server, its own key set and
+the online grant check in front of /mcp, all on the issuer's one canonical origin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from service.auth.resource.bearer import BearerGate
+from service.auth.resource.jwt import TokenRules
+from service.auth.resource.key_cache import KeyCache, LocalKeySource
+from service.auth.resource.verifier import TokenVerifier
+from service.auth.server.client_metadata import CHATGPT
+from service.auth.server.routes import AuthorizationServer, BrowserFlow, StoreSource, oauth_headers
+from service.auth.server.store import OAuthStore
+from service.config import FirstPartyConfig, HttpAuthConfig
+from service.context import AppContext
+from service.transports.canonical_host import canonical_host_gate
+
+BrowserFactory = Callable[[FirstPartyConfig, StoreSource], BrowserFlow]
+
+
+class FirstParty:
+    """The authorization server and the bearer gate that trusts only what it issued."""
+
+    def __init__(
+        self,
+        config: FirstPartyConfig,
+        auth: HttpAuthConfig,
+        app: AppContext,
+        browser: BrowserFactory,
+    ) -> None:
+        self.config = config
+        self.app = app
+        self._store: OAuthStore | None = None
+        self.clients = frozenset(client.client_id for client in config.clients) | (
+            {CHATGPT.client_id} if config.cimd_enabled else set()
+        )
+        signer = config.signer()
+        self.keys = KeyCache(LocalKeySource(signer.jwks_document()))
+        rules = TokenRules(config.issuer, config.resource, frozenset({config.owner}))
+        verifier = TokenVerifier(rules, self.keys, grant_check=self.grant_active)
+        self.gate = BearerGate(verifier, auth.metadata_url, auth.initial_scopes)
+        self.server = AuthorizationServer(config, self.store, browser(config, self.store))
+
+    def store(self) -> OAuthStore | None:
+        """The OAuth state in the ledger's Redis, once the store is open; None fails closed."""
+        ledger = self.app.sending.store
+        if ledger is None:
+            return None
+        if self._store is None or self._store.client is not ledger.client:
+            self._store = OAuthStore(ledger.client, self.config.owner, self.config.resource)
+        return self._store
+
+    async def grant_active(
+        self, gid: str, client_id: str, subject: str, scopes: tuple[str, ...]
+    ) -> bool:
+        """The online grant check: the client still configured and the grant still active."""
+        store = self.store()
+        if store is None or client_id not in self.clients:
+            return False
+        return await store.grant_active(gid, client_id, subject, scopes)
+
+    def middlewares(self) -> list[Any]:
+        """The canonical host gate for every route, then the OAuth headers."""
+        return [canonical_host_gate(self.config.issuer), oauth_headers]
+
+    def add_routes(self, web_app: web.Application) -> None:
+        """Register the authorization server's routes."""
+        self.server.add_routes(web_app)
