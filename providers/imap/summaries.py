@@ -18,7 +18,7 @@ from providers.imap.fetch import (
 from providers.imap.responses import ImapResponse
 from providers.imap.session import ImapSession
 from providers.mime.header_block import HEADER_BLOCK_LIMIT, parse_fields
-from providers.mime.headers import display_value, parse_addresses, parse_date
+from providers.mime.read.headers import display_value, parse_addresses, parse_date
 from providers.off_loop import off_loop
 from schemas.errors import ServiceUnavailable
 from schemas.mailbox import Reference

@@ -10,7 +10,7 @@ import base64
 import uuid
 from typing import Any
 
-from providers.mime.draft import read_draft
+from providers.mime.draft.draft import read_draft
 from schemas.digest import approval_digest
 from schemas.drafts import DRAFT_READ_WARNINGS, DRAFT_SNAPSHOT_NOTICE
 from support.drafts_harness import (

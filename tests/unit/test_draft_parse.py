@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from providers.mime.compose import build_draft_bytes, compose_draft
-from providers.mime.draft import ParsedDraft, parse_draft, read_draft, source_digest
+from providers.mime.draft.draft import ParsedDraft, parse_draft, read_draft, source_digest
 from schemas.args.common import Message
 from schemas.compose import Identity
 from schemas.errors import SafetyLimit, UnsupportedOperation

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from providers.mime.compose import build_draft_bytes, compose_draft
-from providers.mime.draft import parse_draft, read_draft
+from providers.mime.draft.draft import parse_draft, read_draft
 from schemas.args.common import AttachmentIn, Message
 from schemas.compose import ComposedMessage, Identity
 from schemas.errors import SafetyLimit, UnsupportedOperation

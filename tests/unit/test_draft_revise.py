@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from providers.mime.compose import build_draft_bytes, compose_draft
-from providers.mime.draft import ParsedDraft, read_draft, revised_message
+from providers.mime.draft.draft import ParsedDraft, read_draft, revised_message
 from schemas.args.common import Message
 from schemas.compose import Identity
 from schemas.errors import InvalidArguments

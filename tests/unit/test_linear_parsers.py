@@ -20,26 +20,26 @@ from aioimaplib import aioimaplib
 from providers.imap.fetch import parse_fetch
 from providers.imap.responses import ImapResponse, tokenize
 from providers.imap.wire import WireProtocol
-from providers.mime.attachments import extract_attachment
 from providers.mime.compose import compose_new, derive_plain_text
 from providers.mime.compose.addresses import parse_entry, parse_source_list
 from providers.mime.compose.attachments import caller_attachments, is_canonical_message
 from providers.mime.compose.encoding import quoted_printable
-from providers.mime.draft import read_draft
+from providers.mime.draft.draft import read_draft
 from providers.mime.encoded_words import decode_words
 from providers.mime.header_block import parse_fields, strict_fields
-from providers.mime.headers import display_value, parse_addresses
 from providers.mime.html_text import html_to_text
 from providers.mime.media_types import parse_media_type
-from providers.mime.multipart import split_multipart
-from providers.mime.parse import parse_message
+from providers.mime.read.attachments import extract_attachment
+from providers.mime.read.headers import display_value, parse_addresses
+from providers.mime.read.multipart import split_multipart
+from providers.mime.read.parse import parse_message
 from providers.smtp.wire import dot_stuff
 from schemas.args.common import AttachmentIn, Message
 from schemas.compose import Identity
 from schemas.digest import approval_digest
 from schemas.discovery import TOOLS_BY_NAME
 from schemas.errors import InvalidArguments
-from service.pipeline import decode_arguments
+from service.tool_call import decode_arguments
 from support import stall_mail as mail
 from support.linear import LINEAR_BOUND, growth
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from providers.mime.attachments import MAX_ATTACHMENT_BYTES, extract_attachment
-from providers.mime.parse import parse_message
+from providers.mime.read.attachments import MAX_ATTACHMENT_BYTES, extract_attachment
+from providers.mime.read.parse import parse_message
 from schemas.errors import InvalidArguments, MailError, NotFound, SafetyLimit
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "mail"

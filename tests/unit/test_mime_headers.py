@@ -23,7 +23,13 @@ from providers.mime.header_block import (
     parse_header_block,
     strict_fields,
 )
-from providers.mime.headers import clean, display_value, message_ids, parse_addresses, parse_date
+from providers.mime.read.headers import (
+    clean,
+    display_value,
+    message_ids,
+    parse_addresses,
+    parse_date,
+)
 from schemas.errors import SafetyLimit
 from schemas.messages import Address
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from providers.mime.multipart import Multipart, split_multipart
+from providers.mime.read.multipart import Multipart, split_multipart
 
 
 def split(body: bytes, max_parts: int = 100, *, strict: bool = False) -> Multipart:

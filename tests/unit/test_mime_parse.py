@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from providers.mime.parse import HTML_WARNING, TEXT_LIMIT, parse_message
+from providers.mime.read.parse import HTML_WARNING, TEXT_LIMIT, parse_message
 from schemas.messages import SAFE_HEADER_KEYS, Address, AttachmentMeta, ParsedMessage
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "mail"

@@ -16,8 +16,8 @@ from msgspec import UNSET, Struct, field, structs
 from providers.mime.compose import limits
 from providers.mime.compose.addresses import Mailbox, ascii_lower, header_form
 from providers.mime.compose.new import build_draft_bytes, compose_draft
-from providers.mime.draft_body import DraftFile, parse_body
-from providers.mime.draft_headers import (
+from providers.mime.draft.draft_body import DraftFile, parse_body
+from providers.mime.draft.draft_headers import (
     OUTER_FIELDS,
     DraftUnsupported,
     check_date,

@@ -14,10 +14,10 @@ from msgspec import Struct, field, structs
 from providers.mime.base64_decoding import decode_strict
 from providers.mime.compose import limits
 from providers.mime.compose.text_rules import is_valid_body, normalize_newlines
-from providers.mime.draft_headers import PART_FIELDS, DraftUnsupported, Fields, header_block
+from providers.mime.draft.draft_headers import PART_FIELDS, DraftUnsupported, Fields, header_block
 from providers.mime.media_types import MediaType, parse_disposition, parse_media_type
-from providers.mime.multipart import split_multipart
-from providers.mime.transfer import IDENTITY_ENCODINGS
+from providers.mime.read.multipart import split_multipart
+from providers.mime.read.transfer import IDENTITY_ENCODINGS
 
 MAX_BOUNDARY_CHARS = 70
 _BOUNDARY = re.compile(r"[0-9A-Za-z'()+_,\-./:=? ]*[0-9A-Za-z'()+_,\-./:=?]")

@@ -13,7 +13,7 @@ from providers.mime.compose.dates import parse_source_date
 from providers.mime.compose.text_rules import normalize_message_id
 from providers.mime.encoded_words import WordError, decode_words
 from providers.mime.header_block import HeaderRefused, UnknownField, strict_fields
-from providers.mime.headers import parse_addresses
+from providers.mime.read.headers import parse_addresses
 from schemas.errors import UnsupportedOperation
 
 OUTER_FIELDS = frozenset(

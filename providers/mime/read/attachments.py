@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from providers.mime.transfer import (
+from providers.mime.read.transfer import (
     IDENTITY_ENCODINGS,
     TransferDecodeError,
     decode_body,
     decoded_size,
 )
-from providers.mime.walk import RAW_LIMIT, walk
+from providers.mime.read.walk import RAW_LIMIT, walk
 from schemas.errors import InvalidArguments, NotFound, SafetyLimit
 from schemas.messages import AttachmentMeta
 

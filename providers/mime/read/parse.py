@@ -12,10 +12,10 @@ from __future__ import annotations
 from providers.mime.charsets import decode_text
 from providers.mime.cleaning import clean_block, cut_utf8
 from providers.mime.header_block import HeaderFields
-from providers.mime.headers import display_value, message_ids, parse_addresses, parse_date
 from providers.mime.html_text import MAX_INPUT_BYTES, html_to_text
-from providers.mime.transfer import TransferDecodeError, decode_body, decoded_size
-from providers.mime.walk import RAW_LIMIT, Entity, Problem, Walk, walk
+from providers.mime.read.headers import display_value, message_ids, parse_addresses, parse_date
+from providers.mime.read.transfer import TransferDecodeError, decode_body, decoded_size
+from providers.mime.read.walk import RAW_LIMIT, Entity, Problem, Walk, walk
 from schemas.errors import SafetyLimit
 from schemas.messages import SAFE_HEADER_KEYS, AttachmentMeta, ParsedMessage
 

@@ -24,8 +24,8 @@ from providers.mime.media_types import (
     parse_disposition,
     parse_media_type,
 )
-from providers.mime.multipart import split_multipart
-from providers.mime.transfer import IDENTITY_ENCODINGS, normalize_encoding
+from providers.mime.read.multipart import split_multipart
+from providers.mime.read.transfer import IDENTITY_ENCODINGS, normalize_encoding
 from schemas.errors import SafetyLimit
 
 RAW_LIMIT = 5 * 1024 * 1024

@@ -1,0 +1,1 @@
+"""Saved drafts read back strictly into the composition fields they were built from."""

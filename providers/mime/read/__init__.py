@@ -1,0 +1,1 @@
+"""Reading received mail: the bounded MIME walk, display headers and text, attachments."""
