@@ -11,7 +11,8 @@ import json
 from typing import TextIO
 
 from service.auth.server.bootstrap import new_bootstrap_token
-from service.auth.server.signing import load_signing_key, new_signing_key, public_pem
+from service.auth.server.signing import new_signing_key, public_pem
+from service.config.signing_keys import load_signing_key
 
 
 def add_oauth_commands(parser: argparse.ArgumentParser) -> None:

@@ -14,6 +14,7 @@ from service.auth.resource.key_cache import KeyCache, LocalKeySource
 from service.auth.resource.verifier import TokenVerifier
 from service.auth.server.client_metadata import CHATGPT
 from service.auth.server.routes import AuthorizationServer, BrowserFlow, StoreSource, oauth_headers
+from service.auth.server.signing import Signer
 from service.auth.server.store import OAuthStore
 from service.config import FirstPartyConfig, HttpAuthConfig
 from service.context import AppContext
@@ -38,12 +39,12 @@ class FirstParty:
         self.clients = frozenset(client.client_id for client in config.clients) | (
             {CHATGPT.client_id} if config.cimd_enabled else set()
         )
-        signer = config.signer()
+        signer = Signer.of(config)
         self.keys = KeyCache(LocalKeySource(signer.jwks_document()))
         rules = TokenRules(config.issuer, config.resource, frozenset({config.owner}))
         verifier = TokenVerifier(rules, self.keys, grant_check=self.grant_active)
         self.gate = BearerGate(verifier, auth.metadata_url, auth.initial_scopes)
-        self.server = AuthorizationServer(config, self.store, browser(config, self.store))
+        self.server = AuthorizationServer(config, signer, self.store, browser(config, self.store))
 
     def store(self) -> OAuthStore | None:
         """The OAuth state in the ledger's Redis, once the store is open; None fails closed."""

@@ -9,8 +9,8 @@ import msgspec
 from providers.smtp.settings import TlsMode
 from schemas.scopes import Scope
 from schemas.secret import Secret
-from service.auth.server.signing import Signer, VerificationKey
 from service.config._urls import HttpsUrl, parse_public_https_url
+from service.config.signing_keys import VerificationKey
 
 
 class Gates(msgspec.Struct, frozen=True):
@@ -126,10 +126,6 @@ class FirstPartyConfig(msgspec.Struct, frozen=True):
     bootstrap_hash: Secret | None  # lower-case hex SHA-256 of the enrollment token
     mail_from: str  # shown on the consent page
     allow_private_hosts: bool = False
-
-    def signer(self) -> Signer:
-        """The token signer and key-set publisher for these keys."""
-        return Signer(self.signing_key, self.signing_kid, self.verification_keys)
 
 
 class LocalPrincipal(msgspec.Struct, frozen=True):

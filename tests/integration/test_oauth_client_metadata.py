@@ -22,7 +22,7 @@ from service.auth.server.client_metadata import (
     cache_seconds,
     check_document,
 )
-from service.config._first_party import CHATGPT_CLIENT_ID
+from service.config import CHATGPT_CLIENT_ID
 from support.jwks_server import JwksServer, jwks_server
 from support.services import Services
 

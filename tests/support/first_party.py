@@ -4,8 +4,8 @@
         async with server.http() as owner:        # an aiohttp session with its own cookie jar
             page = await owner.get(server.authorize_url(state="s1"))
 
-`AuthorizationServer(config, store_of, OwnerBrowser(...))` is served by aiohttp with the test
-CA's localhost certificate; the issuer is `https://localhost:<port>`. Its configuration comes
+`AuthorizationServer(config, signer, store_of, OwnerBrowser(...))` is served by aiohttp with the
+test CA's localhost certificate; the issuer is `https://localhost:<port>`. Its configuration comes
 from `load_config` (first-party mode, private hosts allowed, a fresh signing key and bootstrap
 token, one client whose callback `https://client.example.com/callback` is never dialled), and
 its store is an OAuthStore over the test Redis with an owner subject of its own, whose keys are
@@ -34,7 +34,7 @@ from multidict import CIMultiDictProxy
 from service.auth.server.bootstrap import bootstrap_token_hash, new_bootstrap_token
 from service.auth.server.browser import OwnerBrowser
 from service.auth.server.routes import AuthorizationServer, oauth_headers
-from service.auth.server.signing import new_signing_key
+from service.auth.server.signing import Signer, new_signing_key
 from service.auth.server.store import OAuthStore
 from service.config import FirstPartyConfig, load_config
 from support.angelos_process import free_port
@@ -238,7 +238,8 @@ async def first_party(
     def store_of() -> OAuthStore | None:
         return store if running and running[0].store_up else None
 
-    server = AuthorizationServer(config, store_of, OwnerBrowser(config, store_of))
+    signer = Signer.of(config)
+    server = AuthorizationServer(config, signer, store_of, OwnerBrowser(config, store_of))
     app = web.Application(middlewares=[oauth_headers])
     server.add_routes(app)
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

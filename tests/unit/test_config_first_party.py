@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from service.config import Config, check_config_lines
-from service.config._first_party import CHATGPT_CLIENT_ID
+from service.auth.server.signing import Signer
+from service.config import CHATGPT_CLIENT_ID, Config, check_config_lines
 from service.config._model import Client
 from service.config._urls import redirect_uri_problem
 from support.config_env import MAILBOX, load
@@ -116,7 +116,7 @@ class TestGoodConfiguration:
     def test_the_signer_publishes_the_active_then_the_retiring_key(self) -> None:
         first_party = load(FIRST_PARTY).first_party
         assert first_party is not None
-        document = json.loads(first_party.signer().jwks_document())
+        document = json.loads(Signer.of(first_party).jwks_document())
         assert ["k-2025", "k-2024"] == [entry["kid"] for entry in document["keys"]]
 
     def test_a_sec1_key_and_a_padded_kid_are_accepted(self) -> None:
@@ -624,7 +624,7 @@ class TestNoLeaks:
     def test_a_good_configuration_shows_neither_the_key_nor_the_hash(self) -> None:
         config = load(FIRST_PARTY)
         assert config.first_party is not None
-        reprs = [repr(config), repr(config.first_party), repr(config.first_party.signer())]
+        reprs = [repr(config), repr(config.first_party), repr(Signer.of(config.first_party))]
         shown = "\n".join([*reprs, *check_config_lines(config)])
         assert [] == leaks(shown)
 

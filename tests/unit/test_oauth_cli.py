@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from service.auth.server.signing import load_signing_key, load_verification_key
 from service.cli import main
+from service.config.signing_keys import load_signing_key, load_verification_key
 from service.wire.b64url import decode_b64url
 from support.config_env import MAILBOX, load
 

@@ -13,13 +13,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from service.auth.resource.jwks import parse_jwks
 from service.auth.resource.jwt import TokenRejected, TokenRules, parse_token, verify_signature
-from service.auth.server.signing import (
+from service.auth.server.signing import Signer, new_signing_key
+from service.config.signing_keys import (
     KeyRefused,
-    Signer,
     VerificationKey,
     load_signing_key,
     load_verification_key,
-    new_signing_key,
 )
 from support.oauth_keys import (
     encrypted_pkcs8,

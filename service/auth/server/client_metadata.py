@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import msgspec
 
-from service.config._first_party import CHATGPT_CLIENT_ID
+from service.config import CHATGPT_CLIENT_ID
 from service.wire.outbound import FetchFailed, OutboundGet
 from service.wire.strict_json import StrictJsonError, parse_object
 

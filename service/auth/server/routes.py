@@ -103,12 +103,13 @@ class AuthorizationServer:
     def __init__(
         self,
         config: FirstPartyConfig,
+        signer: Signer,
         store_of: StoreSource,
         browser: BrowserFlow,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
-        self.signer: Signer = config.signer()
+        self.signer = signer
         self.store_of = store_of
         self.browser = browser
         self.clock = clock
