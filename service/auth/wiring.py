@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from service.auth.canonical_host import canonical_host_gate
 from service.auth.resource.bearer import BearerGate
 from service.auth.resource.jwt import TokenRules
 from service.auth.resource.key_cache import KeyCache, LocalKeySource
@@ -18,7 +19,6 @@ from service.auth.server.signing import Signer
 from service.auth.server.store import OAuthStore
 from service.config import FirstPartyConfig, HttpAuthConfig
 from service.context import AppContext
-from service.transports.canonical_host import canonical_host_gate
 
 BrowserFactory = Callable[[FirstPartyConfig, StoreSource], BrowserFlow]
 

@@ -13,6 +13,7 @@ from mcp.server import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 
 from service.app import build_app
+from service.auth.canonical_host import canonical_host_gate
 from service.auth.resource.bearer import BearerGate, principal_in
 from service.auth.resource.jwt import TokenRules
 from service.auth.resource.key_cache import HttpsKeySource, KeyCache
@@ -23,7 +24,6 @@ from service.context import AppContext
 from service.mcp_server import PrincipalSource, build_server
 from service.principal import Principal, local_principal
 from service.readiness import send_health
-from service.transports.canonical_host import canonical_host_gate
 from service.transports.host_policy import HostPolicy, loopback_policy, resource_policy
 from service.transports.http import build_http_app
 from service.transports.http_edge import McpEdge

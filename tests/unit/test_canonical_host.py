@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from service.transports.canonical_host import refused
+from service.auth.canonical_host import refused
 
 ISSUER = "mail.example.com"
 
