@@ -1,3 +1,3 @@
-"""Who may call: the resource server (resource/), the authorization server (server/),
-the access-token profile both read (profile.py), and their wiring into HTTP (wiring.py).
+"""Who may call: the resource server (resource/, with the access-token profile the issuer
+also builds from), the authorization server (server/), and their wiring into HTTP (wiring.py).
 """

@@ -15,9 +15,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from service.auth.profile import AccessTokenClaims
 from service.auth.resource.jwt import TokenRules
 from service.auth.resource.key_cache import KeyCache, LocalKeySource
+from service.auth.resource.profile import AccessTokenClaims
 from service.auth.resource.verifier import AuthFailure, TokenVerifier
 from service.auth.server.store import OAuthStore, StoreLimits
 from service.auth.server.token_request import CodeExchange, RefreshRequest

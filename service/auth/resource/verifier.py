@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Literal
 
 from schemas.scopes import BASE_SCOPE
-from service.auth.profile import GrantCheck, check_profile
 from service.auth.resource.jwt import (
     Claims,
     TokenRejected,
@@ -16,6 +15,7 @@ from service.auth.resource.jwt import (
     verify_signature,
 )
 from service.auth.resource.key_cache import KeyCache
+from service.auth.resource.profile import GrantCheck, check_profile
 from service.principal import Principal
 
 

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from service.auth.profile import AccessTokenClaims
+from service.auth.resource.profile import AccessTokenClaims
 from service.config import FirstPartyConfig
 from service.config.signing_keys import VerificationKey
 

@@ -16,7 +16,7 @@ from typing import Final, Protocol
 import msgspec
 
 from schemas.scopes import Scope
-from service.auth.profile import AccessTokenClaims, claims_for
+from service.auth.resource.profile import AccessTokenClaims, claims_for
 from service.auth.server.store import OAuthStore
 from service.auth.server.store.errors import (
     InvalidGrant,
