@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import secrets
+
+from service.wire.b64url import encode_b64url
 
 TOKEN_BYTES = 32
 
@@ -16,5 +17,5 @@ def bootstrap_token_hash(token: str) -> str:
 
 def new_bootstrap_token() -> tuple[str, str]:
     """Return a fresh token (unpadded base64url of 32 random bytes) and its hash."""
-    token = base64.urlsafe_b64encode(secrets.token_bytes(TOKEN_BYTES)).rstrip(b"=").decode("ascii")
+    token = encode_b64url(secrets.token_bytes(TOKEN_BYTES))
     return token, bootstrap_token_hash(token)

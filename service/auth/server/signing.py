@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -16,19 +15,16 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from service.auth.resource.profile import AccessTokenClaims
 from service.config import FirstPartyConfig
 from service.config.signing_keys import VerificationKey
+from service.wire.b64url import encode_b64url
 
 _COORDINATE_BYTES = 32
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def _coordinates(key: ec.EllipticCurvePublicKey) -> tuple[str, str]:
     numbers = key.public_numbers()
     return (
-        _b64url(numbers.x.to_bytes(_COORDINATE_BYTES, "big")),
-        _b64url(numbers.y.to_bytes(_COORDINATE_BYTES, "big")),
+        encode_b64url(numbers.x.to_bytes(_COORDINATE_BYTES, "big")),
+        encode_b64url(numbers.y.to_bytes(_COORDINATE_BYTES, "big")),
     )
 
 
@@ -73,11 +69,11 @@ class Signer:
     def sign_access_token(self, claims: AccessTokenClaims | Mapping[str, Any]) -> str:
         """Return the compact JWS of claims: ES256 under the active kid, typed at+jwt."""
         header = msgspec.json.encode({"alg": "ES256", "kid": self.kid, "typ": "at+jwt"})
-        signing_input = f"{_b64url(header)}.{_b64url(msgspec.json.encode(claims))}"
+        signing_input = f"{encode_b64url(header)}.{encode_b64url(msgspec.json.encode(claims))}"
         der = self._key.sign(signing_input.encode("ascii"), ec.ECDSA(hashes.SHA256()))
         r, s = decode_dss_signature(der)
         raw = r.to_bytes(_COORDINATE_BYTES, "big") + s.to_bytes(_COORDINATE_BYTES, "big")
-        return f"{signing_input}.{_b64url(raw)}"
+        return f"{signing_input}.{encode_b64url(raw)}"
 
     def jwks_document(self) -> bytes:
         """The /oauth/jwks.json body: the active key, then the retiring keys sorted by kid."""

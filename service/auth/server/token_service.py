@@ -8,7 +8,6 @@ of two racing exchanges one wins. Refresh rotation is one atomic step in the sto
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 from typing import Final, Protocol
@@ -26,6 +25,7 @@ from service.auth.server.store.errors import (
 )
 from service.auth.server.store.records import Grant
 from service.auth.server.token_request import CodeExchange, RefreshRequest
+from service.wire.b64url import encode_b64url
 
 
 class Signer(Protocol):
@@ -72,7 +72,7 @@ UNAVAILABLE: Final = TokenRefused(503, "temporarily_unavailable")
 def pkce_matches(verifier: str, challenge: str) -> bool:
     """Compare base64url(SHA-256(verifier)) with the stored challenge in constant time."""
     digest = hashlib.sha256(verifier.encode("ascii")).digest()
-    expected = base64.urlsafe_b64encode(digest).rstrip(b"=")
+    expected = encode_b64url(digest).encode("ascii")
     return hmac.compare_digest(expected, challenge.encode("ascii"))
 
 

@@ -6,7 +6,6 @@ required in both ceremonies, attestation is not asked for, and a ceremony lasts 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from webauthn.helpers.structs import (
 )
 
 from service.auth.server.store.records import Credential
-from service.wire.b64url import decode_b64url
+from service.wire.b64url import decode_b64url, encode_b64url
 
 CEREMONY_MS: Final = 5 * 60 * 1000
 RP_NAME: Final = "Angelos"
@@ -71,11 +70,6 @@ class PasskeyUse(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class PasskeyRefused(Exception):
     """The authenticator's answer does not verify (wrong origin, challenge, UV, counter, key)."""
-
-
-def b64url(data: bytes) -> str:
-    """Unpadded base64url text of bytes."""
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def challenge_of(client_data_json: str) -> str | None:
@@ -148,8 +142,8 @@ class RelyingParty:
             raise PasskeyRefused(type(exc).__name__) from None
         known = {t.value for t in AuthenticatorTransport}
         return Credential(
-            credential_id=b64url(verified.credential_id),
-            public_key=b64url(verified.credential_public_key),
+            credential_id=encode_b64url(verified.credential_id),
+            public_key=encode_b64url(verified.credential_public_key),
             sign_count=verified.sign_count,
             transports=tuple(t for t in created.response.transports if t in known),
             created_unix=now,

@@ -9,12 +9,11 @@ random bytes used for one record only, so the pad is never reused.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import secrets
 from typing import Final
 
-from service.wire.b64url import decode_b64url
+from service.wire.b64url import decode_b64url, encode_b64url
 
 from .errors import StoreCorrupt
 
@@ -23,7 +22,7 @@ HANDLE_LENGTH: Final = 64
 
 
 def _encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    return encode_b64url(data)
 
 
 def sha256_hex(value: str) -> str:

@@ -6,7 +6,6 @@ re-read and re-applied, never overwritten.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from collections.abc import Callable
 from typing import Final
@@ -14,6 +13,7 @@ from typing import Final
 from msgspec.structs import replace
 
 from schemas.secret import Secret
+from service.wire.b64url import encode_b64url
 
 from ._core import MAX_CREDENTIALS, MAX_OWNER_BYTES, StoreCore, as_bytes, decode, encode
 from .errors import CredentialRefused, StoreCorrupt, StoreUnavailable
@@ -26,7 +26,7 @@ _CAS_ATTEMPTS: Final = 5
 def owner_user_handle(subject: str) -> str:
     """Return the WebAuthn user handle: base64url SHA-256("angelos:owner:" + subject)."""
     digest = hashlib.sha256(f"angelos:owner:{subject}".encode()).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+    return encode_b64url(digest)
 
 
 class OwnerOps(StoreCore):
