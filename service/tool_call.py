@@ -17,6 +17,7 @@ from schemas.discovery import TOOLS_BY_NAME, ToolSpec
 from schemas.error_object import DRAFT_CONFLICT_RECOVERY, ErrorObject, build_error
 from schemas.mutations import REFUSED_ARGUMENT_OUTCOMES
 from schemas.readiness import OperationClass
+from schemas.scopes import BASE_SCOPE
 from service.auth.resource.challenge import STEP_UP_DESCRIPTION, step_up_challenge
 from service.context import AppContext
 from service.principal import LOCAL_ISSUER, Principal
@@ -167,7 +168,7 @@ def failure(
         if len(exc.required) == 1:
             extra["required_scope"] = exc.required[0]
         else:
-            extra["required_scopes"] = ["mail.read", *exc.required]
+            extra["required_scopes"] = [BASE_SCOPE, *exc.required]
         if principal.issuer == LOCAL_ISSUER:  # nobody to consent: the operator grants scopes
             missing = [scope for scope in exc.required if not principal.has(scope)]
             message += f" ({missing_scopes_note(principal, missing)})"

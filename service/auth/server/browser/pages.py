@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from schemas.scopes import BASE_SCOPE
+from schemas.scopes import BASE_SCOPE, Scope
 from service.auth.server.store import GrantEntry
 
 PAGE_CSP: Final = (
@@ -22,7 +22,7 @@ PAGE_CSP: Final = (
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
 )
 PERMISSIONS: Final = "publickey-credentials-get=(self), publickey-credentials-create=(self)"
-SCOPE_TEXT: Final[dict[str, str]] = {
+SCOPE_TEXT: Final[dict[Scope, str]] = {
     "mail.read": "Read and search your mail",
     "mail.write": "Organise mail: flags, folders, drafts",
     "mail.send": "Send mail as you",
@@ -92,7 +92,7 @@ def consent_page(
     request_id: str,
     client_name: str,
     redirect_uri: str,
-    scopes: Sequence[str],
+    scopes: Sequence[Scope],
     mail_from: str,
 ) -> web.Response:
     """The consent page: who asks, where the answer goes, for which mailbox and scopes."""
