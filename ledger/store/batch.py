@@ -1,5 +1,9 @@
 """Runs the ledger scripts by EVALSHA, reloading them on NOSCRIPT, optionally in batches.
 
+A single call is the script's redis-py AsyncScript (ledger/store/lua_scripts.py), which loads the
+script when Redis answers NOSCRIPT. A batch writes its EVALSHAs itself, with the same SHAs, and
+answers a NOSCRIPT reply in it by that single call.
+
 Batching is group commit for independent sends: script calls issued by concurrent tasks in the
 same event-loop turn leave as pipelines of at most MAX_BATCH calls (shared round trips, shared
 fsyncs on the server). Each EVALSHA stays atomic on its own and each caller still gets its own
@@ -17,10 +21,10 @@ from typing import Any, Final
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-from ledger.store.scripts import SCRIPT_NAMES, script_sha, script_source
+from ledger.store.lua_scripts import Arg
+from ledger.store.scripts import SCRIPTS
 from ledger.store.wire import exchange
 
-Arg = bytes | str | int
 # Small pipelines, several per loop turn: while Redis runs one, this process packs the next and
 # parses the last, so both cores work (bench/ledger_core.py: one pipeline of 256 calls leaves
 # them taking turns, ~2,300 lifecycles/s; pipelines of 8 reach 3,800-5,050 on 2 vCPUs, where 16
@@ -34,7 +38,7 @@ class ScriptRunner:
 
     def __init__(self, client: aioredis.Redis, *, batching: bool = False) -> None:
         self._client = client
-        self._shas = {name: script_sha(name) for name in SCRIPT_NAMES}
+        self._scripts = SCRIPTS.register(client)
         self._batching = batching
         self._pending: list[_Call] = []
         self._scheduled = False
@@ -89,18 +93,14 @@ class ScriptRunner:
         try:
             return await exchange(
                 connection,
-                (("EVALSHA", self._shas[name], len(keys), *keys, *args)
+                (("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
                  for name, keys, args, _ in batch),
             )  # fmt: skip
         finally:
             await pool.release(connection)
 
     async def _single(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-        try:
-            return await self._client.evalsha(self._shas[name], len(keys), *keys, *args)
-        except NoScriptError:
-            await self._client.script_load(script_source(name))
-            return await self._client.evalsha(self._shas[name], len(keys), *keys, *args)
+        return await self._scripts[name](keys, args)
 
 
 def _settle(future: asyncio.Future[Any], reply: Any) -> None:

@@ -36,11 +36,12 @@ from ledger.store.answers import (
     time_ms,
     unexpected,
 )
-from ledger.store.batch import Arg, ScriptRunner
+from ledger.store.batch import ScriptRunner
 from ledger.store.bulk import entry_from
 from ledger.store.connection import drop_idle
 from ledger.store.durability.witness import Witness
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
+from ledger.store.lua_scripts import Arg
 from ledger.store.retry import RetryPolicy
 from schemas.ledger import (
     Event,

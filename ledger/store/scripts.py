@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
-from functools import cache
-from importlib import resources
 from typing import Final
 
 from ledger.lifecycle import HALT_BLOCKED, TRANSITIONS, Guard
+from ledger.store.lua_scripts import LuaScripts
 from schemas.ledger_events import ANNOTATION_TYPES, DISPATCH_TERMINAL_TYPES, FILING_RESULT_TYPES
 
 SCRIPT_NAMES: Final = ("prepare", "claim", "append", "guard", "acknowledge")
@@ -71,21 +69,10 @@ def lifecycle_lua() -> str:
     return "\n".join(lines)
 
 
-def _read(name: str) -> str:
-    return resources.files("ledger.store").joinpath("lua", f"{name}.lua").read_text("utf-8")
-
-
-@cache
-def script_source(name: str) -> str:
-    """Return the full source of one script: the shared prelude, then the script body."""
-    if name not in SCRIPT_NAMES:
-        raise ValueError(f"no ledger script named {name!r}")
-    prelude = _read("common")
+def _with_lifecycle(prelude: str) -> str:
     if _MARKER not in prelude:
         raise RuntimeError("the ledger script prelude lost its lifecycle marker")
-    return prelude.replace(_MARKER, lifecycle_lua(), 1) + "\n" + _read(name)
+    return prelude.replace(_MARKER, lifecycle_lua(), 1)
 
 
-def script_sha(name: str) -> str:
-    """Return the SHA-1 Redis uses to name a loaded script."""
-    return hashlib.sha1(script_source(name).encode("utf-8")).hexdigest()
+SCRIPTS: Final = LuaScripts("ledger.store", SCRIPT_NAMES, prelude=_with_lifecycle)

@@ -30,7 +30,7 @@ from ledger.store.durability.facts import (
 )
 from ledger.store.durability.witness import Witness
 from ledger.store.keys import LedgerKeys
-from ledger.store.scripts import script_source
+from ledger.store.scripts import SCRIPTS
 from ledger.store.wire import exchange
 
 log = structlog.get_logger("angelos.ledger.store")
@@ -100,7 +100,7 @@ class StoreMonitor:
             # detection is a new loss, not this one again.
             (reply,) = await exchange(
                 connection,
-                [("EVAL", script_source("guard"), 1, self.keys.meta, floor)],
+                [("EVAL", SCRIPTS.source("guard"), 1, self.keys.meta, floor)],
                 check_health=False,
             )
             if not facts.halt:
@@ -146,4 +146,3 @@ class StoreMonitor:
         if changed:
             for listener in list(self.listeners):
                 listener()
-

@@ -17,7 +17,7 @@ from msgspec import Struct
 from ledger.store.durability.facts import DurabilityOptions, StoreFacts, durability, read_facts
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.store.ledger_store import LedgerStore
-from ledger.store.scripts import SCRIPT_NAMES, script_sha, script_source
+from ledger.store.scripts import SCRIPTS
 from schemas.ledger import SelfCheckReport
 
 MIN_VERSION: Final = (6, 2)
@@ -153,12 +153,12 @@ async def _waitaof(client: aioredis.Redis, opts: SelfCheckOptions) -> bool:
 
 
 async def _scripts(client: aioredis.Redis) -> None:
-    for name in SCRIPT_NAMES:
+    for name in SCRIPTS.names:
         try:
-            sha = await client.script_load(script_source(name))
+            sha = await client.script_load(SCRIPTS.source(name))
         except rex.ResponseError:
             raise _Refused("the ledger scripts could not be loaded") from None
-        if _text(sha) != script_sha(name):
+        if _text(sha) != SCRIPTS.sha(name):
             raise _Refused("the ledger store answered a wrong script digest")
 
 

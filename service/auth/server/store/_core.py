@@ -1,4 +1,5 @@
-"""What every part of the OAuth store shares: the client, keys, clock, limits and record codec."""
+"""What every part of the OAuth store shares: the client, keys, clock, limits, scripts and the
+record codec."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 
+from ledger.store.lua_scripts import Arg, LuaScripts
 from schemas.secret import Secret
 from service.wire.b64url import encodes_bytes
 
 from .errors import StoreCorrupt, StoreUnavailable
 from .keys import TOKEN_BYTES, OAuthKeys, sha256_hex
-from .scripts import Arg, run_script
 
 R = TypeVar("R", bound=msgspec.Struct)
 
@@ -34,6 +35,23 @@ MAX_GRANTS: Final = 128
 ROTATION_CAP: Final = 10_000
 
 Presented = Secret | str  # a secret as the browser or client presented it
+
+SCRIPTS: Final = LuaScripts(
+    "service.auth.server.store",
+    (
+        "budget",
+        "consume",
+        "swap",
+        "rotate_session",
+        "put_consent",
+        "bootstrap",
+        "grant_create",
+        "grant_list",
+        "grant_read",
+        "refresh_issue",
+        "refresh_rotate",
+    ),
+)
 
 
 class StoreLimits(msgspec.Struct, frozen=True):
@@ -57,7 +75,8 @@ def is_token(value: str) -> bool:
 
 
 class StoreCore:
-    """The Redis client and codec behind every OAuthStore method."""
+    """What every part of the store holds: the client, owner, resource, keys, clock, limits and
+    the registered scripts."""
 
     def __init__(
         self,
@@ -76,6 +95,7 @@ class StoreCore:
         self.keys = OAuthKeys(owner_subject)
         self.limits = limits or StoreLimits()
         self._clock = clock
+        self._scripts = SCRIPTS.register(client)
 
     def now(self) -> int:
         """Return the store clock in whole unix seconds."""
@@ -92,7 +112,7 @@ class StoreCore:
 
     async def script(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         """Run one of the store's Lua scripts and return its raw reply."""
-        return await self.call(run_script(self.client, name, keys, args))
+        return await self.call(self._scripts[name](keys, args))
 
     async def script_status(
         self, name: str, keys: Sequence[str], args: Sequence[Arg]

@@ -1,4 +1,4 @@
--- Shared prelude of the OAuth store scripts (service/auth/server/store/scripts.py puts it first).
+-- Shared prelude of the OAuth store scripts (ledger/store/lua_scripts.py puts it first).
 -- Every expiry decision taken inside a script uses the Redis server clock (TIME), so all
 -- instances of the service agree on it whatever their own clocks say.
 
