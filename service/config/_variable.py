@@ -1,8 +1,10 @@
-"""The shape of one entry of the variable table, and the rules several entries share."""
+"""The shape of one entry of the variable table: name, default, secrecy, rule and meaning."""
 
 from __future__ import annotations
 
 import msgspec
+
+from service.config._rule import Rule
 
 
 class Group(msgspec.Struct, frozen=True):
@@ -14,25 +16,33 @@ class Group(msgspec.Struct, frozen=True):
 
 
 class Variable(msgspec.Struct, frozen=True):
-    """One variable: its default as users see it, the rule its value must follow, its effect.
+    """One variable, declared once: docs, check-config and the loaders all read this entry.
 
-    A `secret` value is never shown (check-config says set or unset, or shows a URL without
-    its userinfo) and an env file holding one must be private to its owner; `in_env_file` is
-    False for what only the real environment may set.
+    `check` checks a set value; `unset` is the value when the variable is unset or empty (None:
+    no value, or one the loader derives). `shown` replaces the documented default when it is
+    prose (`{}` stands for the rendered `unset`); `also` is what cross-checks add to the rule
+    text. A `secret` value is never shown (check-config says set or unset, or shows a URL
+    without its userinfo) and an env file holding one must be private to its owner;
+    `in_env_file` is False for what only the real environment may set.
     """
 
     name: str
     group: str
-    default: str
-    rule: str
+    check: Rule
     effect: str
+    unset: object = None
+    shown: str | None = None
+    also: str = ""
     secret: bool = False
     in_env_file: bool = True
 
+    @property
+    def default(self) -> str:
+        """The Default cell of the reference."""
+        rendered = self.check.show(self.unset)
+        return rendered if self.shown is None else self.shown.replace("{}", rendered)
 
-SCOPES_RULE = "1-3 of `mail.read` `mail.write` `mail.send`, single spaces, with `mail.read`"
-HTTPS_RULE = (
-    "`https` URL, no userinfo, query, fragment or `%`; a public DNS host with a dot, no IP, port"
-    " absent or 443 (unless `MCP_OAUTH_ALLOW_PRIVATE_HOSTS=1`)"
-)
-TOKEN_RULE = "1-16384 characters, no whitespace or control characters"
+    @property
+    def rule(self) -> str:
+        """The Rule cell of the reference: the rule's own text, then what relations add."""
+        return self.check.text + self.also
