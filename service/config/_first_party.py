@@ -6,7 +6,6 @@ first-party mode requires of them, and never reports a value, only the rule it b
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +22,7 @@ from service.config.signing_keys import (
     load_signing_key,
     load_verification_key,
 )
+from service.config.variables import read
 from service.wire.strict_json import StrictJsonError, parse_array, parse_object
 
 CHATGPT_CLIENT_ID = "https://chatgpt.com/oauth/client.json"
@@ -34,14 +34,14 @@ MAX_CLIENT_NAME_BYTES = 128
 MAX_REDIRECT_URIS = 8
 MAX_KID_BYTES = 128
 MAX_SUBJECT_BYTES = 512
-_HASH = re.compile(r"[0-9a-f]{64}", re.ASCII)
 _CLIENTS = "ANGELOS_OAUTH_CLIENTS_JSON"
 _KEYS = "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON"
 
 
 def first_party_enabled(env: Mapping[str, str]) -> bool:
     """Tell whether ANGELOS_OAUTH_ENABLED asks for first-party mode (the exact value 1)."""
-    return env.get("ANGELOS_OAUTH_ENABLED") == "1"
+    enabled: bool = read(env, "ANGELOS_OAUTH_ENABLED", [])
+    return enabled
 
 
 def load_first_party(
@@ -69,7 +69,7 @@ def load_first_party(
     kid = _signing_kid(env, problems)
     key = _signing_key(env, problems)
     retiring = _verification_keys(env, kid, problems)
-    cimd = env.get("ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED") == "1"
+    cimd: bool = read(env, "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED", problems)
     clients = _clients(env, cimd, problems)
     bootstrap_hash = _bootstrap_hash(env, problems)
 
@@ -338,13 +338,5 @@ def _redirect_uris(value: object, where: str, problems: list[str]) -> tuple[str,
 
 
 def _bootstrap_hash(env: Mapping[str, str], problems: list[str]) -> Secret | None:
-    raw = value_of(env, "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH")
-    if raw is None:
-        return None
-    if _HASH.fullmatch(raw) is None:
-        problems.append(
-            "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH: must be 64 lower-case hex characters, the"
-            " line `angelos oauth bootstrap-token` prints"
-        )
-        return None
-    return Secret(raw)
+    raw = read(env, "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH", problems)
+    return None if raw is None else Secret(raw)

@@ -4,31 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from schemas.scopes import BASE_SCOPE, Scope, parse_scope_list
-from service.config._files import load_ca_file
+from schemas.scopes import Scope
 from service.config._first_party import first_party_enabled
 from service.config._model import Gates, HttpAuthConfig, LocalPrincipal
 from service.config._rules import has_control, utf8_size, value_of
 from service.config._urls import HttpsUrl, parse_public_https_url
+from service.config.variables import VARIABLES, read
 
 _LEGACY_FIRST_PARTY_HOST = "api.angelos.ashray.xyz"
 _MAX_SUBJECTS = 32
 _MAX_SUBJECT_BYTES = 512
-_GROUP = (
-    "MCP_RESOURCE_URL",
-    "MCP_OAUTH_ISSUER",
-    "MCP_OAUTH_JWKS_URL",
-    "MCP_ALLOWED_SUBJECTS",
-    "MCP_OAUTH_INITIAL_SCOPES",
-    "MCP_OAUTH_CA_FILE",
-    "MCP_OAUTH_ALLOW_PRIVATE_HOSTS",
-)
+_GROUP = tuple(v.name for v in VARIABLES if v.name.startswith("MCP_"))
 _PRIVATE_HINT = (
     " (MCP_OAUTH_ALLOW_PRIVATE_HOSTS=1 lifts this, for tests and self-hosted issuers only)"
-)
-_SCOPE_RULE = (
-    "must be 1-3 of mail.read mail.write mail.send joined by single spaces,"
-    " without duplicates, including mail.read"
 )
 
 
@@ -44,7 +32,7 @@ def load_http_auth(
     if not first_party and all(value_of(env, name) is None for name in _GROUP):
         return None, ()  # first-party mode needs the group, so its absence is reported there
 
-    private = env.get("MCP_OAUTH_ALLOW_PRIVATE_HOSTS") == "1"
+    private: bool = read(env, "MCP_OAUTH_ALLOW_PRIVATE_HOSTS", problems)
     resource_raw, resource = _url(env, "MCP_RESOURCE_URL", private, problems)
     issuer_raw, issuer = _url(env, "MCP_OAUTH_ISSUER", private, problems)
     jwks_raw, jwks = _url(env, "MCP_OAUTH_JWKS_URL", private, problems)
@@ -56,7 +44,7 @@ def load_http_auth(
         _identity_guards(issuer, resource, problems)
     subjects = _subjects(env, problems)
     scopes = _initial_scopes(env, gates, problems)
-    ca_file = load_ca_file(env, "MCP_OAUTH_CA_FILE", problems)
+    ca_file = read(env, "MCP_OAUTH_CA_FILE", problems)
 
     if problems or subjects is None or scopes is None:
         return None, tuple(problems)
@@ -124,10 +112,8 @@ def _subjects(env: Mapping[str, str], problems: list[str]) -> tuple[str, ...] | 
 def _initial_scopes(
     env: Mapping[str, str], gates: Gates, problems: list[str]
 ) -> tuple[Scope, ...] | None:
-    raw = value_of(env, "MCP_OAUTH_INITIAL_SCOPES")
-    scopes = (BASE_SCOPE,) if raw is None else parse_scope_list(raw)
+    scopes: tuple[Scope, ...] | None = read(env, "MCP_OAUTH_INITIAL_SCOPES", problems)
     if scopes is None:
-        problems.append(f"MCP_OAUTH_INITIAL_SCOPES: {_SCOPE_RULE}")
         return None
     # A first challenge never asks for a scope whose gate is off: consent would be useless.
     enabled: dict[Scope, bool] = {
@@ -141,16 +127,8 @@ def _initial_scopes(
 def load_local(env: Mapping[str, str]) -> tuple[LocalPrincipal | None, tuple[str, ...]]:
     """Validate ANGELOS_LOCAL_OWNER and ANGELOS_LOCAL_SCOPES, the stdio principal."""
     problems: list[str] = []
-    owner = value_of(env, "ANGELOS_LOCAL_OWNER") or "local"
-    if has_control(owner) or owner != owner.strip() or utf8_size(owner) > _MAX_SUBJECT_BYTES:
-        problems.append(
-            "ANGELOS_LOCAL_OWNER: must be at most 512 bytes, without control characters"
-            " or surrounding whitespace"
-        )
-    raw_scopes = value_of(env, "ANGELOS_LOCAL_SCOPES")
-    scopes = (BASE_SCOPE,) if raw_scopes is None else parse_scope_list(raw_scopes)
-    if scopes is None:
-        problems.append(f"ANGELOS_LOCAL_SCOPES: {_SCOPE_RULE}")
-    if problems or scopes is None:
+    owner: str | None = read(env, "ANGELOS_LOCAL_OWNER", problems)
+    scopes: tuple[Scope, ...] | None = read(env, "ANGELOS_LOCAL_SCOPES", problems)
+    if problems or owner is None or scopes is None:
         return None, tuple(problems)
     return LocalPrincipal(owner=owner, scopes=scopes), ()

@@ -12,10 +12,8 @@ from service.config._first_party import (
 from service.config._http_auth import load_http_auth, load_local
 from service.config._mailbox import load_mail
 from service.config._model import Config, EnvFileInfo, Gates
-from service.config._rules import parse_port, value_of
 from service.config._store import load_store
-
-DEFAULT_PORT = 8080
+from service.config.variables import BY_NAME, read
 
 
 def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> Config:
@@ -25,9 +23,9 @@ def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> 
     come first. No file is ever looked for here.
     """
     gates = Gates(
-        writes=env.get("MAIL_ENABLE_WRITES") == "1",
-        send=env.get("MAIL_ENABLE_SEND") == "1",
-        delete=env.get("MAIL_ENABLE_DELETE") == "1",
+        writes=read(env, "MAIL_ENABLE_WRITES", []),
+        send=read(env, "MAIL_ENABLE_SEND", []),
+        delete=read(env, "MAIL_ENABLE_DELETE", []),
     )
     mail = load_mail(env)
     http_auth, http_problems = load_http_auth(env, gates)
@@ -39,7 +37,8 @@ def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> 
     http_problems += first_party_problems
     if first_party_enabled(env) and first_party is None:
         http_auth = None  # a broken first-party mode never falls back to external verification
-    port, port_problems = _port(env)
+    port_problems: list[str] = []
+    port: int = read(env, "PORT", port_problems) or BY_NAME["PORT"].unset
     file_problems = () if env_file is None else env_file.problems
     return Config(
         mail=mail.mail,
@@ -53,24 +52,14 @@ def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> 
         + http_problems
         + local_problems
         + store_problems
-        + port_problems,
+        + tuple(port_problems),
         http_auth_problems=http_problems,
         store_problems=store_problems,
         env_file=env_file,
         mail_shown=mail.shown,
-        demo_send=env.get("ANGELOS_DEMO_SEND") == "1",
+        demo_send=read(env, "ANGELOS_DEMO_SEND", []),
         first_party_enabled=first_party_enabled(env),
         first_party_origin=first_party_origin(env),
         first_party=first_party,
         first_party_problems=first_party_problems,
     )
-
-
-def _port(env: Mapping[str, str]) -> tuple[int, tuple[str, ...]]:
-    raw = value_of(env, "PORT")
-    if raw is None:
-        return DEFAULT_PORT, ()
-    port = parse_port(raw)
-    if port is None:
-        return DEFAULT_PORT, ("PORT: must be an integer 1..65535",)
-    return port, ()

@@ -13,7 +13,7 @@ from service.config._model import (
     StoreConfig,
 )
 from service.config._urls import parse_redis_url
-from service.config.variables import GROUPS, VARIABLES
+from service.config.variables import GROUPS, VARIABLES, Variable
 
 INVALID: Final = "invalid (see Problems)"
 UNRESOLVED: Final = "not resolved (see Problems)"
@@ -37,16 +37,20 @@ def describe(config: Config) -> dict[str, object]:
     }
     named = {problem.split(":", 1)[0] for problem in config.problems}
     return {
-        v.name: INVALID if v.name in named else known.get(v.name, UNRESOLVED) for v in VARIABLES
+        v.name: INVALID if v.name in named else _shown(v, known.get(v.name, UNRESOLVED))
+        for v in VARIABLES
     }
+
+
+def _shown(variable: Variable, value: object) -> object:
+    """A secret entry's held credential (or its absence) shows only as set or unset."""
+    if variable.secret and (value is None or isinstance(value, Secret)):
+        return "unset" if value is None else "set"
+    return value
 
 
 def _switch(on: bool) -> str:
     return "on" if on else "off"
-
-
-def _set_or_unset(secret: Secret | None) -> str:
-    return "unset" if secret is None else "set"
 
 
 def _always(config: Config) -> dict[str, object]:
@@ -71,7 +75,7 @@ def _mail(mail: MailConfig | None, *, valid: bool) -> dict[str, object]:
         "MAIL_PROVIDER": mail.provider,
         "MAIL_AUTH_MODE": mail.auth_mode,
         "MAIL_USERNAME": mail.username or None,
-        "MAIL_PASSWORD": _set_or_unset(mail.password),
+        "MAIL_PASSWORD": mail.password,
         "MAIL_FROM": mail.from_addr or None,
         "MAIL_ALIASES": list(mail.aliases),
         "IMAP_HOST": mail.imap_host,
@@ -100,7 +104,7 @@ def _store(store: StoreConfig | None) -> dict[str, object]:
         "XDG_DATA_HOME": store.xdg_data_home,
         "HOME": store.home,
         "SEND_LEDGER_NAMESPACE": store.namespace,
-        "ANGELOS_LEDGER_HMAC_KEY": _set_or_unset(store.hmac_key),
+        "ANGELOS_LEDGER_HMAC_KEY": store.hmac_key,
         "SEND_LEDGER_FSYNC": "provider_managed" if store.fsync_provider_managed else None,
         "SEND_LEDGER_ASSUME_NOEVICTION": _switch(store.assume_noeviction),
         "SEND_LEDGER_WAITAOF_REPLICAS": store.waitaof_replicas,
@@ -169,7 +173,9 @@ def _first_party(config: Config) -> dict[str, object]:
         "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": [key.kid for key in first_party.verification_keys],
         "ANGELOS_OAUTH_CLIENTS_JSON": [client.client_id for client in first_party.clients],
         "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": _switch(first_party.cimd_enabled),
-        "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": _set_or_unset(first_party.bootstrap_hash),
+        "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "unset"
+        if first_party.bootstrap_hash is None
+        else "set",
     }
 
 

@@ -90,10 +90,7 @@ def load_store(
 
 def _pick(numbers: dict[str, Any], attr: str) -> int:
     number: int | None = numbers[attr]
-    if number is None:
-        unset: int = BY_NAME[_NUMBERS[attr]].unset  # type: ignore[assignment]
-        return unset
-    return number
+    return BY_NAME[_NUMBERS[attr]].unset if number is None else number
 
 
 def _redis(env: Mapping[str, str], problems: list[str]) -> tuple[str, Secret | None]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from service.config._rule import Rule
@@ -30,7 +32,7 @@ class Variable(msgspec.Struct, frozen=True):
     group: str
     check: Rule
     effect: str
-    unset: object = None
+    unset: Any = None
     shown: str | None = None
     also: str = ""
     secret: bool = False
