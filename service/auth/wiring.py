@@ -51,7 +51,7 @@ class FirstParty:
         ledger = self.app.sending.store
         if ledger is None:
             return None
-        if self._store is None or self._store.client is not ledger.client:
+        if self._store is None or self._store.core.client is not ledger.client:
             self._store = OAuthStore(ledger.client, self.config.owner, self.config.resource)
         return self._store
 
@@ -62,7 +62,7 @@ class FirstParty:
         store = self.store()
         if store is None or client_id not in self.clients:
             return False
-        return await store.grant_active(gid, client_id, subject, scopes)
+        return await store.grants.grant_active(gid, client_id, subject, scopes)
 
     def middlewares(self) -> list[Any]:
         """The canonical host gate for every route, then the OAuth headers."""

@@ -105,15 +105,17 @@ async def stack(services: Services, port: int | None = None, **extra: str) -> As
     finally:
         await runner.cleanup()
         await service.aclose()
-        keys = [key async for key in client.scan_iter(match=f"{store.keys.prefix}*")]
+        keys = [key async for key in client.scan_iter(match=f"{store.core.keys.prefix}*")]
         if keys:
             await client.delete(*keys)
         await client.aclose()
 
 
 async def issued(s: Stack, scopes: tuple[str, ...] = ("mail.read",)) -> dict[str, Any]:
-    gid, grant = await s.store.create_grant(CLIENT_ID, "Test", scopes)
-    code = await s.store.put_code(gid, grant, redirect_uri=CALLBACK, code_challenge=CHALLENGE)
+    gid, grant = await s.store.grants.create(CLIENT_ID, "Test", scopes)
+    code = await s.store.grants.put_code(
+        gid, grant, redirect_uri=CALLBACK, code_challenge=CHALLENGE
+    )
     status, body = await s.token(
         grant_type="authorization_code",
         code=code.reveal(),
@@ -175,8 +177,8 @@ async def test_an_issued_token_calls_mcp_until_its_grant_is_revoked(services: Se
         unauthenticated = await s.request("POST", "/mcp", headers=MCP_HEADERS, data="{}")
         body = await issued(s)
         first = await s.mcp(body["access_token"])
-        [entry] = await s.store.list_grants()
-        await s.store.revoke_grant(entry.handle)
+        [entry] = await s.store.grants.list_active()
+        await s.store.grants.revoke(entry.handle)
         after = await s.mcp(body["access_token"])
         refreshed, refusal = await s.token(
             grant_type="refresh_token", refresh_token=body["refresh_token"]

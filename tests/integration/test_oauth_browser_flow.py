@@ -202,7 +202,7 @@ async def test_consent_posts_must_be_well_formed_and_cannot_issue_twice(
 
         assert {name: 400 for name in cases} == refused
         assert ("redirect", 400) == (first, second)
-        assert 1 == len(await server.store.list_grants())
+        assert 1 == len(await server.store.grants.list_active())
 
 
 async def test_sign_in_replaces_the_anonymous_session_with_a_signed_in_one(
@@ -219,8 +219,8 @@ async def test_sign_in_replaces_the_anonymous_session_with_a_signed_in_one(
         await enrol_and_sign_in(server, page, challenge)
 
         [after] = [c.value for c in await page.cookies() if c.name == "__Host-angelos"]
-        assert None is await server.store.load_session(before)
-        signed = await server.store.load_session(after)
+        assert None is await server.store.sessions.load(before)
+        signed = await server.store.sessions.load(after)
         assert signed is not None and signed.record.authenticated
 
 
@@ -237,7 +237,7 @@ async def test_an_unchecked_scope_is_left_out_of_the_grant(services: Services) -
 
         answer = await server.exchange_code(query["code"][0], verifier)
         assert (200, "mail.read") == (answer.status, answer.json()["scope"])
-        [entry] = await server.store.list_grants()
+        [entry] = await server.store.grants.list_active()
         assert ("mail.read",) == entry.grant.scopes
 
 
@@ -252,7 +252,7 @@ async def test_a_denied_request_sends_access_denied_and_grants_nothing(services:
         query = await decide(page, "#deny")
 
         assert {"error": ["access_denied"], "iss": [server.issuer], "state": ["state-1"]} == query
-        assert [] == await server.store.list_grants()
+        assert [] == await server.store.grants.list_active()
 
 
 async def test_the_grants_page_lists_a_grant_and_revoking_it_ends_it(
@@ -275,14 +275,14 @@ async def test_the_grants_page_lists_a_grant_and_revoking_it_ends_it(
         passkeys = await page.evaluate("document.getElementById('passkeys').textContent")
         assert ([CLIENT_NAME], "1 passkey enrolled.") == (listed, passkeys)
         await keep_screenshot(page, "grants.png", tmp_path)
-        assert await server.store.grant_active(gid, CLIENT_ID, owner, scopes)
+        assert await server.store.grants.grant_active(gid, CLIENT_ID, owner, scopes)
 
         async with page.navigation():
             await page.click("button.revoke")
 
         assert await page.evaluate("!!document.getElementById('no-grants')")
-        assert [] == await server.store.list_grants()
-        assert not await server.store.grant_active(gid, CLIENT_ID, owner, scopes)
+        assert [] == await server.store.grants.list_active()
+        assert not await server.store.grants.grant_active(gid, CLIENT_ID, owner, scopes)
 
 
 async def test_logout_ends_the_session_but_keeps_the_grants(services: Services) -> None:
@@ -303,8 +303,8 @@ async def test_logout_ends_the_session_but_keeps_the_grants(services: Services) 
         assert f"{server.issuer}/oauth/login" == await page.current_url()
         [after] = [c.value for c in await page.cookies() if c.name == "__Host-angelos"]
         assert before != after
-        assert None is await server.store.load_session(before)
-        assert 1 == len(await server.store.list_grants())
+        assert None is await server.store.sessions.load(before)
+        assert 1 == len(await server.store.grants.list_active())
         await page.goto(f"{server.issuer}/oauth/grants")
         assert f"{server.issuer}/oauth/login" == await page.current_url()
 
@@ -347,7 +347,7 @@ async def test_the_server_refuses_an_enrolment_whose_user_was_not_verified(
 
         assert 0 == outcome["flags"] & UV_FLAG
         assert (400, {"error": "passkey_refused"}) == (outcome["status"], outcome["body"])
-        assert None is await server.store.load_owner()
+        assert None is await server.store.owner.load()
 
 
 async def test_a_signed_in_owner_adds_a_second_passkey_from_the_grants_page(
@@ -367,6 +367,6 @@ async def test_a_signed_in_owner_adds_a_second_passkey_from_the_grants_page(
         async with page.navigation():  # the page reloads once the passkey is saved
             await page.click("#add-passkey button")
         passkeys = await page.evaluate("document.getElementById('passkeys').textContent")
-        owner = await server.store.load_owner()
+        owner = await server.store.owner.load()
         assert ("2 passkeys enrolled.", 1) == (passkeys, len(await page.credentials()))
         assert owner is not None and 2 == len(owner.credentials)

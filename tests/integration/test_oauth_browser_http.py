@@ -49,7 +49,7 @@ async def enrol_directly(server: FirstPartyServer) -> None:
     passkey = Credential(
         credential_id=b64(secrets.token_bytes(16)), public_key="AQID", sign_count=0
     )
-    assert await server.store.complete_bootstrap(Secret(server.bootstrap_token), passkey)
+    assert await server.store.owner.complete_bootstrap(Secret(server.bootstrap_token), passkey)
 
 
 def cookie_attributes(answer: Answer) -> dict[str, object]:
@@ -191,7 +191,7 @@ async def test_the_same_session_with_the_same_origin_and_csrf_logs_out(services:
 
         assert (303, "/oauth/login") == (answer.status, answer.headers["Location"])
         assert None is owner.cookie()
-        assert cookie is not None and None is await server.store.load_session(cookie)
+        assert cookie is not None and None is await server.store.sessions.load(cookie)
 
 
 async def test_a_json_endpoint_refuses_another_content_type(services: Services) -> None:

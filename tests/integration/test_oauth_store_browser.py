@@ -41,45 +41,45 @@ pytestmark = pytest.mark.services
 async def test_concurrent_bootstrap_completions_have_one_winner(store: OAuthStore) -> None:
     token = Secret("bootstrap-token")
     results = await asyncio.gather(
-        store.complete_bootstrap(token, credential(1)),
-        twin(store).complete_bootstrap(token, credential(2)),
+        store.owner.complete_bootstrap(token, credential(1)),
+        twin(store).owner.complete_bootstrap(token, credential(2)),
     )
 
     winners = [r for r in results if r is not None]
     assert 1 == len(winners)
-    assert winners[0] == await store.load_owner()
+    assert winners[0] == await store.owner.load()
 
 
 async def test_bootstrap_is_refused_once_the_marker_exists(store: OAuthStore) -> None:
     token = Secret("bootstrap-token")
-    assert None is not await store.complete_bootstrap(token, credential(1))
-    await store.client.delete(store.keys.owner)
+    assert None is not await store.owner.complete_bootstrap(token, credential(1))
+    await store.core.client.delete(store.core.keys.owner)
 
-    assert None is await store.complete_bootstrap(token, credential(2))
-    assert None is await store.load_owner()
-    assert True is await store.bootstrap_disabled()
+    assert None is await store.owner.complete_bootstrap(token, credential(2))
+    assert None is await store.owner.load()
+    assert True is await store.owner.bootstrap_disabled()
 
 
 async def test_a_ninth_or_duplicate_passkey_is_refused(store: OAuthStore) -> None:
-    await store.complete_bootstrap(Secret("t"), credential(0))
+    await store.owner.complete_bootstrap(Secret("t"), credential(0))
     for n in range(1, 8):
-        await store.add_credential(credential(n))
+        await store.owner.add_credential(credential(n))
 
     with pytest.raises(CredentialRefused):
-        await store.add_credential(credential(8))
-    await store.client.delete(store.keys.owner, store.keys.bootstrap_disabled)
-    await store.complete_bootstrap(Secret("t"), credential(0))
+        await store.owner.add_credential(credential(8))
+    await store.core.client.delete(store.core.keys.owner, store.core.keys.bootstrap_disabled)
+    await store.owner.complete_bootstrap(Secret("t"), credential(0))
     with pytest.raises(CredentialRefused):
-        await store.add_credential(credential(0))
+        await store.owner.add_credential(credential(0))
 
 
 async def test_a_sign_count_that_goes_backwards_is_refused(store: OAuthStore) -> None:
-    await store.complete_bootstrap(Secret("t"), credential(0, sign_count=5))
+    await store.owner.complete_bootstrap(Secret("t"), credential(0, sign_count=5))
 
-    assert False is await store.update_sign_count("cred-0", 5)
-    assert True is await store.update_sign_count("cred-0", 6)
-    assert False is await store.update_sign_count("cred-0", 4)
-    owner = await store.load_owner()
+    assert False is await store.owner.update_sign_count("cred-0", 5)
+    assert True is await store.owner.update_sign_count("cred-0", 6)
+    assert False is await store.owner.update_sign_count("cred-0", 4)
+    owner = await store.owner.load()
     assert owner is not None and 6 == owner.credentials[0].sign_count
 
 
@@ -87,112 +87,113 @@ async def test_a_sign_count_that_goes_backwards_is_refused(store: OAuthStore) ->
 
 
 async def test_sign_in_rotation_consumes_the_old_session(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
-    signed_in = await store.rotate_session_on_sign_in(cookie, session)
+    cookie, session = await store.sessions.create()
+    signed_in = await store.sessions.rotate_on_sign_in(cookie, session)
     assert signed_in is not None
 
-    assert None is await store.load_session(cookie)
-    assert None is await store.rotate_session_on_sign_in(cookie, session)
-    loaded = await store.load_session(signed_in.cookie)
+    assert None is await store.sessions.load(cookie)
+    assert None is await store.sessions.rotate_on_sign_in(cookie, session)
+    loaded = await store.sessions.load(signed_in.cookie)
     assert loaded is not None and loaded.record.authenticated
     assert session.record.csrf != loaded.record.csrf
 
 
 async def test_an_anonymous_session_lives_10_minutes_without_sliding(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
-    key = store.keys.bucket("session", session.handle)
+    cookie, session = await store.sessions.create()
+    key = store.core.keys.bucket("session", session.handle)
 
-    assert 590_000 < await store.client.pttl(key) <= 600_000
-    await store.touch_session(session)
-    assert 590_000 < await store.client.pttl(key) <= 600_000
-    assert None is await twin(store, clock=at(601)).load_session(cookie)
+    assert 590_000 < await store.core.client.pttl(key) <= 600_000
+    await store.sessions.touch(session)
+    assert 590_000 < await store.core.client.pttl(key) <= 600_000
+    assert None is await twin(store, clock=at(601)).sessions.load(cookie)
 
 
 async def test_a_signed_in_session_idles_30_minutes_within_12_hours(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
-    signed_in = await store.rotate_session_on_sign_in(cookie, session)
+    cookie, session = await store.sessions.create()
+    signed_in = await store.sessions.rotate_on_sign_in(cookie, session)
     assert signed_in is not None
-    key = store.keys.bucket("session", signed_in.session.handle)
+    key = store.core.keys.bucket("session", signed_in.session.handle)
 
-    assert 1_790_000 < await store.client.pttl(key) <= 1_800_000
+    assert 1_790_000 < await store.core.client.pttl(key) <= 1_800_000
     near_end = twin(store, clock=at(12 * 3600 - 100))
-    assert True is await near_end.touch_session(signed_in.session)
-    assert 90_000 < await store.client.pttl(key) <= 100_000
-    assert None is await twin(store, clock=at(12 * 3600)).load_session(signed_in.cookie)
+    assert True is await near_end.sessions.touch(signed_in.session)
+    assert 90_000 < await store.core.client.pttl(key) <= 100_000
+    assert None is await twin(store, clock=at(12 * 3600)).sessions.load(signed_in.cookie)
 
 
 async def test_a_pending_consent_survives_sign_in(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
+    cookie, session = await store.sessions.create()
     request = ConsentRequest(CLIENT, REDIRECT, ALL_SCOPES, "state-1", CHALLENGE)
-    request_id = await store.put_consent(cookie, session, request)
+    request_id = await store.sessions.put_consent(cookie, session, request)
     assert request_id is not None
-    loaded = await store.load_session(cookie)
+    loaded = await store.sessions.load(cookie)
     assert loaded is not None
 
-    signed_in = await store.rotate_session_on_sign_in(cookie, loaded)
+    signed_in = await store.sessions.rotate_on_sign_in(cookie, loaded)
     assert signed_in is not None
     assert request_id == signed_in.pending_request
-    pending = await store.take_consent(request_id, signed_in.session)
+    pending = await store.sessions.take_consent(request_id, signed_in.session)
     assert pending is not None and request == pending.request
 
 
 async def test_a_pending_consent_is_consumed_once(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
+    cookie, session = await store.sessions.create()
     request = ConsentRequest(CLIENT, REDIRECT, ALL_SCOPES, "state-1", CHALLENGE)
-    request_id = await store.put_consent(cookie, session, request)
+    request_id = await store.sessions.put_consent(cookie, session, request)
     assert request_id is not None
 
     results = await asyncio.gather(
-        store.take_consent(request_id, session), twin(store).take_consent(request_id, session)
+        store.sessions.take_consent(request_id, session),
+        twin(store).sessions.take_consent(request_id, session),
     )
     assert 1 == len([r for r in results if r is not None])
 
 
 async def test_a_challenge_is_one_time_and_bound_to_its_session(store: OAuthStore) -> None:
-    _, session = await store.create_session()
-    _, other = await store.create_session()
-    challenge = await store.put_challenge(session, "login")
-    stolen = await store.put_challenge(session, "login")
+    _, session = await store.sessions.create()
+    _, other = await store.sessions.create()
+    challenge = await store.sessions.put_challenge(session, "login")
+    stolen = await store.sessions.put_challenge(session, "login")
 
-    assert None is await store.take_challenge(stolen, other, "login")
-    assert None is await store.take_challenge(stolen, session, "login")
-    record = await store.take_challenge(challenge, session, "login")
+    assert None is await store.sessions.take_challenge(stolen, other, "login")
+    assert None is await store.sessions.take_challenge(stolen, session, "login")
+    record = await store.sessions.take_challenge(challenge, session, "login")
     assert record is not None and session.handle == record.session
-    assert None is await store.take_challenge(challenge, session, "login")
+    assert None is await store.sessions.take_challenge(challenge, session, "login")
 
 
 # ----------------------------------------------------------------------------- budgets
 
 
 async def test_a_budget_refuses_at_its_limit_with_a_retry_after(store: OAuthStore) -> None:
-    allowed = [(await store.spend_budget("authorize:s", 3, 60)).allowed for _ in range(4)]
+    allowed = [(await store.budgets.spend_bucket("authorize:s", 3, 60)).allowed for _ in range(4)]
 
     assert [True, True, True, False] == allowed
-    refused = await store.spend_budget("authorize:s", 3, 60)
+    refused = await store.budgets.spend_bucket("authorize:s", 3, 60)
     assert False is refused.allowed and 59 <= refused.retry_after_s <= 60
 
 
 async def test_a_corrupt_counter_fails_closed(store: OAuthStore) -> None:
-    await store.client.set(store.bucket_key("rate", "authorize:s"), "many", ex=60)
+    await store.core.client.set(store.core.bucket_key("rate", "authorize:s"), "many", ex=60)
 
     with pytest.raises(StoreCorrupt):
-        await store.spend_budget("authorize:s", 3, 60)
+        await store.budgets.spend_bucket("authorize:s", 3, 60)
 
 
 async def test_a_counter_without_expiry_fails_closed(store: OAuthStore) -> None:
-    await store.client.set(store.bucket_key("rate", "authorize:s"), "1")
+    await store.core.client.set(store.core.bucket_key("rate", "authorize:s"), "1")
 
     with pytest.raises(StoreCorrupt):
-        await store.spend_budget("authorize:s", 3, 60)
+        await store.budgets.spend_bucket("authorize:s", 3, 60)
 
 
 async def test_a_pending_consent_is_refused_to_another_session(store: OAuthStore) -> None:
-    cookie, session = await store.create_session()
-    _, other = await store.create_session()
+    cookie, session = await store.sessions.create()
+    _, other = await store.sessions.create()
     request = ConsentRequest(CLIENT, REDIRECT, ALL_SCOPES, "state-1", CHALLENGE)
-    request_id = await store.put_consent(cookie, session, request)
+    request_id = await store.sessions.put_consent(cookie, session, request)
     assert request_id is not None
 
-    assert None is await store.peek_consent(request_id, other)
-    pending = await store.peek_consent(request_id, session)
+    assert None is await store.sessions.peek_consent(request_id, other)
+    pending = await store.sessions.peek_consent(request_id, session)
     assert pending is not None and request == pending.request

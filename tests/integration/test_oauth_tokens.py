@@ -63,31 +63,32 @@ class ServerSigner:
     def verifier(self, store: OAuthStore) -> TokenVerifier:
         rules = TokenRules(ISSUER, RESOURCE, frozenset({self.minter.subject}))
         keys = KeyCache(LocalKeySource(self.minter.jwks()))
-        return TokenVerifier(rules, keys, grant_check=store.grant_active)
+        return TokenVerifier(rules, keys, grant_check=store.grants.grant_active)
 
 
 async def granted_code(store: OAuthStore, scopes: tuple[str, ...]) -> str:
-    gid, grant = await store.create_grant(CLIENT, "Claude", scopes)
-    code = await store.put_code(
+    gid, grant = await store.grants.create(CLIENT, "Claude", scopes)
+    code = await store.grants.put_code(
         gid, grant, redirect_uri=REDIRECT, code_challenge=CHALLENGE.decode()
     )
     return code.reveal()
 
 
 def who(store: OAuthStore) -> Issuer:
-    return Issuer(ISSUER, RESOURCE, store.owner_subject)
+    return Issuer(ISSUER, RESOURCE, store.core.owner_subject)
 
 
 async def exchange(store: OAuthStore, code: str, verifier: str = VERIFIER) -> Any:
-    signer = ServerSigner(store.owner_subject)
+    signer = ServerSigner(store.core.owner_subject)
     request = CodeExchange(CLIENT, code, verifier, REDIRECT)
-    return await exchange_code(store, signer, who(store), request, int(time.time()))
+    now = int(time.time())
+    return await exchange_code(store.grants, store.refresh, signer, who(store), request, now)
 
 
 async def refresh(store: OAuthStore, token: str, scopes: tuple[str, ...] | None = None) -> Any:
-    signer = ServerSigner(store.owner_subject)
+    signer = ServerSigner(store.core.owner_subject)
     request = RefreshRequest(CLIENT, token, scopes)
-    return await refresh_tokens(store, signer, who(store), request, int(time.time()))
+    return await refresh_tokens(store.refresh, signer, who(store), request, int(time.time()))
 
 
 def claims_of(token: str) -> dict[str, Any]:
@@ -109,7 +110,7 @@ async def test_a_code_gives_a_short_single_audience_token_the_resource_server_ac
     assert claims["exp"] - claims["iat"] <= 300 and answer.expires_in <= 300
     assert {"jti", "gid"} <= set(claims) and "mail.read mail.send" == answer.scope
     principal = (
-        await ServerSigner(store.owner_subject).verifier(store).principal(answer.access_token)
+        await ServerSigner(store.core.owner_subject).verifier(store).principal(answer.access_token)
     )
     assert frozenset({"mail.read", "mail.send"}) == principal.scopes
 
@@ -125,10 +126,10 @@ async def test_a_wrong_verifier_leaves_the_code_redeemable_once(store: OAuthStor
 
 
 async def test_a_rate_limited_exchange_keeps_the_code_redeemable(store: OAuthStore) -> None:
-    gid, grant = await store.create_grant(CLIENT, "Claude", ("mail.read",))
+    gid, grant = await store.grants.create(CLIENT, "Claude", ("mail.read",))
     first, second = [
         (
-            await store.put_code(
+            await store.grants.put_code(
                 gid, grant, redirect_uri=REDIRECT, code_challenge=CHALLENGE.decode()
             )
         ).reveal()
@@ -147,7 +148,7 @@ async def test_refresh_rotates_and_reuse_revokes_the_grant(store: OAuthStore) ->
     rotated = await refresh(store, answer.refresh_token)
     assert isinstance(rotated, TokenResponse)
     assert rotated.refresh_token != answer.refresh_token
-    verifier = ServerSigner(store.owner_subject).verifier(store)
+    verifier = ServerSigner(store.core.owner_subject).verifier(store)
     await verifier.principal(rotated.access_token)
     reused = await refresh(store, answer.refresh_token)
     assert TokenRefused(400, "invalid_grant") == reused
@@ -163,17 +164,17 @@ async def test_refresh_may_narrow_but_widening_revokes(store: OAuthStore) -> Non
     assert isinstance(narrow, TokenResponse) and "mail.read" == narrow.scope
     wide = await refresh(store, narrow.refresh_token, ("mail.read", "mail.write"))
     assert TokenRefused(400, "invalid_scope") == wide
-    assert [] == await store.list_grants()
+    assert [] == await store.grants.list_active()
 
 
 async def test_a_revoked_grant_stops_its_unexpired_token_on_the_next_call(
     store: OAuthStore,
 ) -> None:
     answer = await exchange(store, await granted_code(store, ("mail.read",)))
-    verifier = ServerSigner(store.owner_subject).verifier(store)
+    verifier = ServerSigner(store.core.owner_subject).verifier(store)
     await verifier.principal(answer.access_token)
-    [entry] = await store.list_grants()
-    assert await store.revoke_grant(entry.handle)
+    [entry] = await store.grants.list_active()
+    assert await store.grants.revoke(entry.handle)
     with pytest.raises(AuthFailure) as refused:
         await verifier.principal(answer.access_token)
     assert (401, "grant") == (refused.value.status, refused.value.rule)

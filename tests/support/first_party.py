@@ -252,7 +252,7 @@ async def first_party(
         yield running[0]
     finally:
         await runner.cleanup()
-        keys = [key async for key in client.scan_iter(match=f"{store.keys.prefix}*")]
+        keys = [key async for key in client.scan_iter(match=f"{store.core.keys.prefix}*")]
         if keys:
             await client.delete(*keys)
         await client.aclose()

@@ -36,7 +36,7 @@ def owner_fixture() -> str:
 async def store_fixture(client: aioredis.Redis, owner: str) -> AsyncIterator[OAuthStore]:
     store = OAuthStore(client, owner, RESOURCE)
     yield store
-    keys = [key async for key in client.scan_iter(match=f"{store.keys.prefix}*")]
+    keys = [key async for key in client.scan_iter(match=f"{store.core.keys.prefix}*")]
     if keys:
         await client.delete(*keys)
 
@@ -53,7 +53,7 @@ def at(offset_s: float) -> Callable[[], float]:
 
 def twin(store: OAuthStore, **options: object) -> OAuthStore:
     """Another store over the same namespace (another instance, another clock or limits)."""
-    return OAuthStore(store.client, store.owner_subject, RESOURCE, **options)  # type: ignore[arg-type]
+    return OAuthStore(store.core.client, store.core.owner_subject, RESOURCE, **options)  # type: ignore[arg-type]
 
 
 def credential(n: int = 0, sign_count: int = 0) -> Credential:
@@ -61,7 +61,7 @@ def credential(n: int = 0, sign_count: int = 0) -> Credential:
 
 
 async def new_grant(store: OAuthStore, scopes: tuple[str, ...] = ALL_SCOPES) -> Secret:
-    gid, _ = await store.create_grant(CLIENT, "Claude", scopes)
+    gid, _ = await store.grants.create(CLIENT, "Claude", scopes)
     return gid
 
 
@@ -69,9 +69,9 @@ async def new_refresh(
     store: OAuthStore, scopes: tuple[str, ...] = ALL_SCOPES
 ) -> tuple[Secret, Secret]:
     gid = await new_grant(store, scopes)
-    return gid, await store.issue_refresh(gid, CLIENT)
+    return gid, await store.refresh.issue(gid, CLIENT)
 
 
 async def new_code(store: OAuthStore) -> Secret:
-    gid, grant = await store.create_grant(CLIENT, "Claude", ALL_SCOPES)
-    return await store.put_code(gid, grant, redirect_uri=REDIRECT, code_challenge=CHALLENGE)
+    gid, grant = await store.grants.create(CLIENT, "Claude", ALL_SCOPES)
+    return await store.grants.put_code(gid, grant, redirect_uri=REDIRECT, code_challenge=CHALLENGE)

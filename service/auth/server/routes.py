@@ -126,7 +126,7 @@ class AuthorizationServer:
         if store is None:
             raise ClientMetadataUnavailable(503)
         try:
-            return (await store.spend(CLIENT_METADATA_FETCH)).allowed
+            return (await store.budgets.spend(CLIENT_METADATA_FETCH)).allowed
         except StoreError:
             raise ClientMetadataUnavailable(503) from None
 
@@ -203,9 +203,11 @@ class AuthorizationServer:
             return oauth_error(503, "temporarily_unavailable")
         now = int(self.clock())
         if isinstance(verdict, CodeExchange):
-            answer = await exchange_code(store, self.signer, self.who, verdict, now)
+            answer = await exchange_code(
+                store.grants, store.refresh, self.signer, self.who, verdict, now
+            )
         else:
-            answer = await refresh_tokens(store, self.signer, self.who, verdict, now)
+            answer = await refresh_tokens(store.refresh, self.signer, self.who, verdict, now)
         grant_type = "authorization_code" if isinstance(verdict, CodeExchange) else "refresh_token"
         if isinstance(answer, TokenRefused):
             log.info(

@@ -16,7 +16,7 @@ import msgspec
 
 from schemas.scopes import Scope
 from service.auth.resource.profile import AccessTokenClaims, claims_for
-from service.auth.server.store import OAuthStore
+from service.auth.server.store import GrantStore, RefreshStore
 from service.auth.server.store.errors import (
     InvalidGrant,
     RateLimited,
@@ -77,11 +77,16 @@ def pkce_matches(verifier: str, challenge: str) -> bool:
 
 
 async def exchange_code(
-    store: OAuthStore, signer: Signer, who: Issuer, request: CodeExchange, now: int
+    grants: GrantStore,
+    refreshes: RefreshStore,
+    signer: Signer,
+    who: Issuer,
+    request: CodeExchange,
+    now: int,
 ) -> TokenResponse | TokenRefused:
     """Redeem an authorization code for an access token and a new refresh family."""
     try:
-        read = await store.read_code(request.code)
+        read = await grants.read_code(request.code)
         if read is None:
             return INVALID_GRANT
         code = read.record
@@ -94,18 +99,18 @@ async def exchange_code(
             or not pkce_matches(request.code_verifier, code.code_challenge)
         ):
             return INVALID_GRANT
-        grant = await store.get_grant(read.grant_id)
+        grant = await grants.get(read.grant_id)
         if grant is None or not grant.serves(request.client_id, who.subject, who.resource, now):
             return INVALID_GRANT
-        budget = await store.spend_grant_budget(read.grant_id)
+        budget = await grants.spend_budget(read.grant_id)
         if not budget.allowed:
             return TokenRefused(429, "temporarily_unavailable", budget.retry_after_s)
-        if not await store.consume_code(request.code, read.raw):
+        if not await grants.consume_code(request.code, read.raw):
             return INVALID_GRANT  # another exchange won
-        refresh = await store.issue_refresh(read.grant_id, request.client_id)
+        refresh = await refreshes.issue(read.grant_id, request.client_id)
         gid = read.grant_id.reveal()
         response = _response(signer, who, grant, gid, code.scopes, refresh.reveal(), now)
-        if not await store.grant_active(gid, request.client_id, who.subject, code.scopes):
+        if not await grants.grant_active(gid, request.client_id, who.subject, code.scopes):
             return INVALID_GRANT  # revoked while the token was being made
     except InvalidGrant:
         return INVALID_GRANT
@@ -115,13 +120,11 @@ async def exchange_code(
 
 
 async def refresh_tokens(
-    store: OAuthStore, signer: Signer, who: Issuer, request: RefreshRequest, now: int
+    refreshes: RefreshStore, signer: Signer, who: Issuer, request: RefreshRequest, now: int
 ) -> TokenResponse | TokenRefused:
     """Rotate a refresh token: a new one, and an access token for the grant's (or fewer) scopes."""
     try:
-        rotation = await store.rotate_refresh(
-            request.refresh_token, request.client_id, request.scopes
-        )
+        rotation = await refreshes.rotate(request.refresh_token, request.client_id, request.scopes)
     except RateLimited as limited:
         return TokenRefused(429, "temporarily_unavailable", limited.retry_after_s)
     except ScopeRevoked:

@@ -91,12 +91,12 @@ class Ceremonies:
         body = await read_json(request, RegisterBegin)
         if isinstance(body, Refusal):
             return json_refusal(body)
-        owner = await store.load_owner()
+        owner = await store.owner.load()
         purpose = await self._purpose(store, visit, owner, body.bootstrap_token)
         if isinstance(purpose, Refusal):
             return json_refusal(purpose)
         existing = () if owner is None else owner.credentials
-        challenge = await store.put_challenge(visit.session, purpose)
+        challenge = await store.sessions.put_challenge(visit.session, purpose)
         options = self.context.relying_party.registration_options(challenge.reveal(), existing)
         return web.Response(text=options, content_type="application/json")
 
@@ -112,11 +112,11 @@ class Ceremonies:
         challenge = challenge_of(body.credential.response.clientDataJSON)
         if challenge is None:
             return json_refusal(Refusal(400, "malformed_request"))
-        owner = await store.load_owner()
+        owner = await store.owner.load()
         purpose = await self._purpose(store, visit, owner, body.bootstrap_token)
         if isinstance(purpose, Refusal):
             return json_refusal(purpose)
-        if await store.take_challenge(challenge, visit.session, purpose) is None:
+        if await store.sessions.take_challenge(challenge, visit.session, purpose) is None:
             return json_refusal(Refusal(400, "ceremony_expired"))
         try:
             credential = self.context.relying_party.verify_registration(
@@ -126,12 +126,14 @@ class Ceremonies:
             return json_refusal(Refusal(400, "passkey_refused"))
         if purpose == "bootstrap":
             assert body.bootstrap_token is not None
-            enrolled = await store.complete_bootstrap(Secret(body.bootstrap_token), credential)
+            enrolled = await store.owner.complete_bootstrap(
+                Secret(body.bootstrap_token), credential
+            )
             if enrolled is None:
                 return json_refusal(Refusal(409, "enrollment_refused"))
         else:
             try:
-                await store.add_credential(credential)
+                await store.owner.add_credential(credential)
             except CredentialRefused:
                 return json_refusal(Refusal(409, "passkey_not_added"))
         return web.json_response({"ok": True})
@@ -141,7 +143,7 @@ class Ceremonies:
     ) -> ChallengePurpose | Refusal:
         """Which registration this is, or why it may not happen."""
         if token is not None:  # a bootstrap attempt
-            if owner is not None or await store.bootstrap_disabled():
+            if owner is not None or await store.owner.bootstrap_disabled():
                 if not visit.signed_in:
                     return Refusal(401, "sign_in_required")
                 return Refusal(403, "enrollment_disabled")
@@ -149,7 +151,7 @@ class Ceremonies:
                 return Refusal(403, "bootstrap_refused")
             return "bootstrap"
         if owner is None:
-            if await store.bootstrap_disabled():
+            if await store.owner.bootstrap_disabled():
                 return Refusal(403, "enrollment_disabled")
             return Refusal(403, "bootstrap_refused")
         if not recently_signed_in(visit, self.context.now()):
@@ -165,10 +167,10 @@ class Ceremonies:
         body = await read_json(request, LoginBegin)
         if isinstance(body, Refusal):
             return json_refusal(body)
-        owner = await store.load_owner()
+        owner = await store.owner.load()
         if owner is None:
             return json_refusal(Refusal(409, "no_owner"))
-        challenge = await store.put_challenge(visit.session, "login")
+        challenge = await store.sessions.put_challenge(visit.session, "login")
         options = self.context.relying_party.authentication_options(
             challenge.reveal(), owner.credentials
         )
@@ -187,9 +189,9 @@ class Ceremonies:
         challenge = challenge_of(used.response.clientDataJSON)
         if challenge is None:
             return json_refusal(Refusal(400, "malformed_request"))
-        if await store.take_challenge(challenge, visit.session, "login") is None:
+        if await store.sessions.take_challenge(challenge, visit.session, "login") is None:
             return json_refusal(Refusal(400, "ceremony_expired"))
-        owner = await store.load_owner()
+        owner = await store.owner.load()
         found = (
             []
             if owner is None
@@ -201,9 +203,9 @@ class Ceremonies:
             count = self.context.relying_party.verify_authentication(used, challenge, found[0])
         except PasskeyRefused:
             return json_refusal(Refusal(400, "passkey_refused"))
-        if not await store.update_sign_count(found[0].credential_id, count):
+        if not await store.owner.update_sign_count(found[0].credential_id, count):
             return json_refusal(Refusal(400, "passkey_refused"))
-        signed = await store.rotate_session_on_sign_in(visit.cookie, visit.session)
+        signed = await store.sessions.rotate_on_sign_in(visit.cookie, visit.session)
         if signed is None:
             return json_refusal(Refusal(409, "session_changed"))
         pending = signed.pending_request

@@ -43,7 +43,9 @@ class ConsentPages:
         params = single_valued(request.query_string)
         request_id = None if params is None else params.get("request")
         pending = (
-            None if request_id is None else await store.peek_consent(request_id, visit.session)
+            None
+            if request_id is None
+            else await store.sessions.peek_consent(request_id, visit.session)
         )
         if request_id is None or pending is None:
             return page_refusal(Refusal(400, "unknown_request"))
@@ -66,14 +68,14 @@ class ConsentPages:
         if isinstance(checked, Refusal):
             return page_refusal(checked)
         visit, request_id, decision, scopes = checked
-        pending = await store.peek_consent(request_id, visit.session)
+        pending = await store.sessions.peek_consent(request_id, visit.session)
         if pending is None:
             return page_refusal(Refusal(400, "unknown_request"))
         approved = approved_scopes(scopes, pending.request.scopes)
         if decision == "approve" and approved is None:
             return page_refusal(Refusal(400, "bad_scope"))
         # Consumed before anything is issued: a second submit finds nothing.
-        taken = await store.take_consent(request_id, visit.session)
+        taken = await store.sessions.take_consent(request_id, visit.session)
         if taken is None or taken != pending:
             return page_refusal(Refusal(400, "unknown_request"))
         if decision == "deny" or approved is None:
@@ -111,10 +113,12 @@ class ConsentPages:
         if client is None:
             return page_refusal(Refusal(400, "unknown_client"))
         try:
-            grant_id, grant = await store.create_grant(client.client_id, client.client_name, scopes)
+            grant_id, grant = await store.grants.create(
+                client.client_id, client.client_name, scopes
+            )
         except GrantLimitReached:
             return page_refusal(Refusal(409, "too_many_grants"))
-        code = await store.put_code(
+        code = await store.grants.put_code(
             grant_id, grant, redirect_uri=asked.redirect_uri, code_challenge=asked.code_challenge
         )
         return see_other(self._answer(pending, [("code", code.reveal())]))

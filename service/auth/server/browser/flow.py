@@ -52,12 +52,12 @@ class OwnerBrowser(BrowserContext):
             state=valid.state,
             code_challenge=valid.code_challenge,
         )
-        request_id = await store.put_consent(visit.cookie, visit.session, asked)
+        request_id = await store.sessions.put_consent(visit.cookie, visit.session, asked)
         if request_id is None:  # the session changed meanwhile: once more with the new record
-            reloaded = await store.load_session(visit.cookie)
+            reloaded = await store.sessions.load(visit.cookie)
             if reloaded is not None:
                 visit = Visit(visit.cookie, reloaded, visit.fresh)
-                request_id = await store.put_consent(visit.cookie, visit.session, asked)
+                request_id = await store.sessions.put_consent(visit.cookie, visit.session, asked)
         if request_id is None:
             answer = see_other("/oauth/login")
         elif visit.signed_in:
@@ -81,7 +81,7 @@ class OwnerBrowser(BrowserContext):
         return answer
 
     async def _login_mode(self, store: OAuthStore) -> LoginMode:
-        if await store.load_owner() is None and not await store.bootstrap_disabled():
+        if await store.owner.load() is None and not await store.owner.bootstrap_disabled():
             return "enrol"
         return "sign-in"
 

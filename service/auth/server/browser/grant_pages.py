@@ -24,8 +24,8 @@ class GrantPages:
         visit = await signed_in(store, request)
         if visit is None:
             return see_other("/oauth/login")
-        grants = await store.list_grants()
-        owner = await store.load_owner()
+        grants = await store.grants.list_active()
+        owner = await store.owner.load()
         return grants_page(
             csrf=visit.csrf,
             grants=grants,
@@ -42,7 +42,7 @@ class GrantPages:
         visit, handle = checked
         if not visit.signed_in:
             return page_refusal(Refusal(403, "sign_in_required"))
-        await store.revoke_grant(handle)
+        await store.grants.revoke(handle)
         return see_other("/oauth/grants")
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
@@ -51,7 +51,7 @@ class GrantPages:
         checked = await self._form(request, store, None)
         if isinstance(checked, Refusal):
             return page_refusal(checked)
-        await store.delete_session(checked[0].cookie)
+        await store.sessions.delete(checked[0].cookie)
         answer = see_other("/oauth/login")
         clear_cookie(answer)
         return answer

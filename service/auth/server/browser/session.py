@@ -68,7 +68,7 @@ def clear_cookie(response: web.StreamResponse) -> None:
 
 async def spend(store: OAuthStore, rule: BudgetRule, scope: str = "") -> None:
     """Spend one use of a budget; Limited when it is exhausted."""
-    budget = await store.spend(rule, scope)
+    budget = await store.budgets.spend(rule, scope)
     if not budget.allowed:
         raise Limited(budget.retry_after_s)
 
@@ -78,12 +78,12 @@ async def current(store: OAuthStore, request: web.Request) -> Visit | None:
     cookie = presented_cookie(request)
     if cookie is None:
         return None
-    session = await store.load_session(cookie)
+    session = await store.sessions.load(cookie)
     if session is None:
         return None
     if session.record.authenticated:
         await spend(store, BROWSER, session.handle)
-        if not await store.touch_session(session):
+        if not await store.sessions.touch(session):
             return None
     return Visit(cookie, session)
 
@@ -109,7 +109,7 @@ async def current_or_new(store: OAuthStore, request: web.Request) -> Visit:
     if visit is not None:
         return visit
     await spend(store, NEW_ANONYMOUS_SESSION)
-    cookie, session = await store.create_session()
+    cookie, session = await store.sessions.create()
     return Visit(cookie, session, fresh=True)
 
 

@@ -1,4 +1,5 @@
-"""Redis state of the first-party authorization server (see store.py for the entry point)."""
+"""Redis state of the first-party authorization server: OAuthStore (store.py) holds its five
+parts, SessionStore, GrantStore, RefreshStore, OwnerStore and BudgetStore, over one StoreCore."""
 
 from ._core import StoreLimits
 from .budgets import (
@@ -10,6 +11,7 @@ from .budgets import (
     PASSKEY_FINISH,
     Budget,
     BudgetRule,
+    BudgetStore,
 )
 from .errors import (
     CredentialRefused,
@@ -22,10 +24,10 @@ from .errors import (
     StoreError,
     StoreUnavailable,
 )
-from .grants import CodeRead, GrantEntry, grant_handle
-from .owner import owner_user_handle
-from .refresh import Rotation
-from .sessions import SessionView, SignedIn
+from .grants import CodeRead, GrantEntry, GrantStore, grant_handle
+from .owner import OwnerStore, owner_user_handle
+from .refresh import RefreshStore, Rotation
+from .sessions import SessionStore, SessionView, SignedIn
 from .store import OAuthStore
 
 __all__ = [
@@ -37,16 +39,21 @@ __all__ = [
     "PASSKEY_FINISH",
     "Budget",
     "BudgetRule",
+    "BudgetStore",
     "CodeRead",
     "CredentialRefused",
     "GrantEntry",
     "GrantLimitReached",
+    "GrantStore",
     "InvalidGrant",
     "OAuthStore",
+    "OwnerStore",
     "RateLimited",
     "RefreshReused",
+    "RefreshStore",
     "Rotation",
     "ScopeRevoked",
+    "SessionStore",
     "SessionView",
     "SignedIn",
     "StoreCorrupt",

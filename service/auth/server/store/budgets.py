@@ -43,15 +43,18 @@ def retry_after_s(pttl_ms: object) -> int:
     return max(1, -(-pttl_ms // 1000))
 
 
-class BudgetOps(StoreCore):
+class BudgetStore:
     """Spending the rate budgets."""
 
-    async def spend_budget(self, bucket: str, limit: int, window_s: int) -> Budget:
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+
+    async def spend_bucket(self, bucket: str, limit: int, window_s: int) -> Budget:
         """Count one use of a bucket; refuse at the limit; a corrupt counter raises StoreCorrupt."""
         if not bucket or not 1 <= limit <= MAX_LIMIT or not 1 <= window_s <= MAX_WINDOW_S:
             raise ValueError("a budget needs a name, 1..10000 uses and a window of 1 s..1 h")
-        key = self.bucket_key("rate", bucket)
-        status, rest = await self.script_status("budget", [key], [limit, window_s * 1000])
+        key = self.core.bucket_key("rate", bucket)
+        status, rest = await self.core.script_status("budget", [key], [limit, window_s * 1000])
         if status == "ok":
             return Budget(True)
         if status == "limited" and len(rest) == 1:
@@ -61,4 +64,4 @@ class BudgetOps(StoreCore):
     async def spend(self, rule: BudgetRule, scope: str = "") -> Budget:
         """Count one use of a named budget, per scope (a session handle, a grant) or global."""
         bucket = f"{rule.name}:{scope}" if scope else rule.name
-        return await self.spend_budget(bucket, rule.limit, rule.window_s)
+        return await self.spend_bucket(bucket, rule.limit, rule.window_s)

@@ -25,7 +25,7 @@ from ._core import (
     reveal,
     text,
 )
-from .budgets import Budget, BudgetOps
+from .budgets import Budget, BudgetStore
 from .errors import GrantLimitReached, StoreCorrupt, StoreError
 from .keys import is_handle, new_token, seal, sha256_hex, unseal
 from .records import AuthCode, Grant, Scopes
@@ -53,37 +53,41 @@ class CodeRead(msgspec.Struct, frozen=True):
     grant_id: Secret
 
 
-class GrantOps(BudgetOps, StoreCore):
+class GrantStore:
     """Grants, codes and the per-grant token budget."""
+
+    def __init__(self, core: StoreCore, budgets: BudgetStore) -> None:
+        self.core = core
+        self.budgets = budgets
 
     # ------------------------------------------------------------------------------ grants
 
-    async def create_grant(
+    async def create(
         self, client_id: str, client_name: str, scopes: Iterable[Scope]
     ) -> tuple[Secret, Grant]:
         """Record a consented grant (30 days); raise GrantLimitReached at 128 active grants."""
-        now = self.now()
+        now = self.core.now()
         grant = Grant(
             v=1,
-            subject=self.owner_subject,
+            subject=self.core.owner_subject,
             client_id=client_id,
             client_name=client_name,
-            resource=self.resource,
+            resource=self.core.resource,
             scopes=tuple(scopes),
             created_unix=now,
-            expires_unix=now + self.limits.grant_lifetime_s,
+            expires_unix=now + self.core.limits.grant_lifetime_s,
         )
         if not grant.scopes:
             raise ValueError("a grant needs scopes")
         grant_id = new_token()
-        status, _ = await self.script_status(
+        status, _ = await self.core.script_status(
             "grant_create",
-            [self.keys.grants],
+            [self.core.keys.grants],
             [
                 grant_handle(grant_id),
                 encode(grant, MAX_GRANT_BYTES),
-                self.limits.max_grants,
-                self.limits.grant_lifetime_s * 1000,
+                self.core.limits.max_grants,
+                self.core.limits.grant_lifetime_s * 1000,
             ],
         )
         if status == "full":
@@ -92,27 +96,29 @@ class GrantOps(BudgetOps, StoreCore):
             raise StoreCorrupt(f"the grant script answered {status!r}")
         return Secret(grant_id), grant
 
-    async def get_grant(self, grant_id: Presented) -> Grant | None:
+    async def get(self, grant_id: Presented) -> Grant | None:
         """Return an unexpired grant by its ID, or None (unknown, revoked or expired)."""
         value = reveal(grant_id)
         if not is_token(value):
             return None
-        return await self._read_grant(grant_handle(value))
+        return await self._read(grant_handle(value))
 
-    async def _read_grant(self, handle: str) -> Grant | None:
-        status, rest = await self.script_status("grant_read", [self.keys.grants], [handle])
+    async def _read(self, handle: str) -> Grant | None:
+        status, rest = await self.core.script_status(
+            "grant_read", [self.core.keys.grants], [handle]
+        )
         if status == "missing":
             return None
         if status != "ok" or len(rest) != 1:
             raise StoreCorrupt("the grant read answered unexpectedly")
         grant = decode(rest[0], Grant, MAX_GRANT_BYTES)
-        if grant.subject != self.owner_subject or grant.resource != self.resource:
+        if grant.subject != self.core.owner_subject or grant.resource != self.core.resource:
             raise StoreCorrupt("a stored grant names another owner or resource")
         return grant
 
-    async def list_grants(self) -> list[GrantEntry]:
+    async def list_active(self) -> list[GrantEntry]:
         """Return the owner's active grants, newest first (expired ones are pruned)."""
-        status, rest = await self.script_status("grant_list", [self.keys.grants], [])
+        status, rest = await self.core.script_status("grant_list", [self.core.keys.grants], [])
         if status != "ok" or len(rest) % 2:
             raise StoreCorrupt("the grant list answered unexpectedly")
         entries = []
@@ -124,7 +130,7 @@ class GrantOps(BudgetOps, StoreCore):
         entries.sort(key=lambda e: (e.grant.created_unix, e.handle), reverse=True)
         return entries
 
-    async def revoke_grant(self, handle: str) -> bool:
+    async def revoke(self, handle: str) -> bool:
         """Delete a grant by its handle; return whether it existed.
 
         Its refresh family dies with it (rotation requires the grant) and so do its access
@@ -132,7 +138,7 @@ class GrantOps(BudgetOps, StoreCore):
         """
         if not is_handle(handle):
             return False
-        return bool(await self.call(self.client.hdel(self.keys.grants, handle)))
+        return bool(await self.core.call(self.core.client.hdel(self.core.keys.grants, handle)))
 
     async def grant_active(
         self, gid: Presented, client_id: str, subject: str, scopes: Iterable[str]
@@ -143,24 +149,24 @@ class GrantOps(BudgetOps, StoreCore):
         """
         wanted = tuple(scopes)
         value = reveal(gid)
-        if not wanted or not is_token(value) or subject != self.owner_subject:
+        if not wanted or not is_token(value) or subject != self.core.owner_subject:
             return False
         try:
-            grant = await self._read_grant(grant_handle(value))
+            grant = await self._read(grant_handle(value))
         except StoreError:
             return False
         return (
             grant is not None
-            and grant.serves(client_id, subject, self.resource, self.now())
+            and grant.serves(client_id, subject, self.core.resource, self.core.now())
             and set(wanted) <= set(grant.scopes)
         )
 
-    async def spend_grant_budget(self, grant_id: Presented) -> Budget:
+    async def spend_budget(self, grant_id: Presented) -> Budget:
         """Count one token request against the grant's budget (120 per minute)."""
-        return await self.spend_budget(
+        return await self.budgets.spend_bucket(
             f"grant-tokens:{grant_handle(grant_id)}",
-            self.limits.grant_budget,
-            self.limits.grant_budget_window_s,
+            self.core.limits.grant_budget,
+            self.core.limits.grant_budget_window_s,
         )
 
     # ------------------------------------------------------------------------------- codes
@@ -179,7 +185,7 @@ class GrantOps(BudgetOps, StoreCore):
         if not chosen or not set(chosen) <= set(grant.scopes):
             raise ValueError("a code's scopes must be a non-empty subset of its grant's")
         code = new_token()
-        now = self.now()
+        now = self.core.now()
         record = AuthCode(
             v=1,
             subject=grant.subject,
@@ -193,9 +199,12 @@ class GrantOps(BudgetOps, StoreCore):
             created_unix=now,
             expires_unix=now + CODE_LIFETIME_S,
         )
-        created = await self.call(
-            self.client.set(
-                self.bucket_key("code", code), encode(record), px=CODE_LIFETIME_S * 1000, nx=True
+        created = await self.core.call(
+            self.core.client.set(
+                self.core.bucket_key("code", code),
+                encode(record),
+                px=CODE_LIFETIME_S * 1000,
+                nx=True,
             )
         )
         if not created:
@@ -207,12 +216,12 @@ class GrantOps(BudgetOps, StoreCore):
         value = reveal(code)
         if not is_token(value):
             return None
-        stored = await self.call(self.client.get(self.bucket_key("code", value)))
+        stored = await self.core.call(self.core.client.get(self.core.bucket_key("code", value)))
         if stored is None:
             return None
         raw = as_bytes(stored)
         record = decode(raw, AuthCode)
-        if self.now() >= record.expires_unix:
+        if self.core.now() >= record.expires_unix:
             return None
         grant_id = unseal(record.gid_sealed, purpose=_CODE_GID, key=value)
         if grant_handle(grant_id) != record.grant:
@@ -224,5 +233,5 @@ class GrantOps(BudgetOps, StoreCore):
         value = reveal(code)
         if not is_token(value):
             return False
-        key = self.bucket_key("code", value)
-        return bool(await self.script("consume", [key], [expected]) == 1)
+        key = self.core.bucket_key("code", value)
+        return bool(await self.core.script("consume", [key], [expected]) == 1)

@@ -29,17 +29,22 @@ def owner_user_handle(subject: str) -> str:
     return encode_b64url(digest)
 
 
-class OwnerOps(StoreCore):
+class OwnerStore:
     """Loading and changing the owner record."""
 
-    async def load_owner(self) -> OwnerRecord | None:
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+
+    async def load(self) -> OwnerRecord | None:
         """Return the enrolled owner, or None before bootstrap enrollment."""
         found = await self._owner_bytes()
         return None if found is None else found[0]
 
     async def bootstrap_disabled(self) -> bool:
         """Say whether bootstrap enrollment already happened (the persistent marker exists)."""
-        return bool(await self.call(self.client.exists(self.keys.bootstrap_disabled)))
+        return bool(
+            await self.core.call(self.core.client.exists(self.core.keys.bootstrap_disabled))
+        )
 
     async def complete_bootstrap(
         self, bootstrap_token: Secret, credential: Credential
@@ -49,20 +54,20 @@ class OwnerOps(StoreCore):
         Writes the owner and the persistent marker only if neither exists; returns None when
         either does (a second or racing enrollment).
         """
-        now = self.now()
+        now = self.core.now()
         owner = OwnerRecord(
             v=1,
-            subject=self.owner_subject,
-            user_handle=owner_user_handle(self.owner_subject),
+            subject=self.core.owner_subject,
+            user_handle=owner_user_handle(self.core.owner_subject),
             credentials=(credential,),
             created_unix=now,
         )
         marker = BootstrapMarker(
             v=1, token_sha256=sha256_hex(bootstrap_token.reveal()), completed_unix=now
         )
-        written = await self.script(
+        written = await self.core.script(
             "bootstrap",
-            [self.keys.owner, self.keys.bootstrap_disabled],
+            [self.core.keys.owner, self.core.keys.bootstrap_disabled],
             [encode(owner, MAX_OWNER_BYTES), encode(marker)],
         )
         return owner if written == 1 else None
@@ -89,7 +94,7 @@ class OwnerOps(StoreCore):
         backwards; a counter that stays 0 is an authenticator without counters.
         """
 
-        now = self.now()
+        now = self.core.now()
 
         def bump(owner: OwnerRecord) -> OwnerRecord:
             found = [c for c in owner.credentials if c.credential_id == credential_id]
@@ -109,12 +114,12 @@ class OwnerOps(StoreCore):
             return False
 
     async def _owner_bytes(self) -> tuple[OwnerRecord, bytes] | None:
-        stored = await self.call(self.client.get(self.keys.owner))
+        stored = await self.core.call(self.core.client.get(self.core.keys.owner))
         if stored is None:
             return None
         raw = as_bytes(stored)
         owner = decode(raw, OwnerRecord, MAX_OWNER_BYTES)
-        if owner.subject != self.owner_subject or len(owner.credentials) > MAX_CREDENTIALS:
+        if owner.subject != self.core.owner_subject or len(owner.credentials) > MAX_CREDENTIALS:
             raise StoreCorrupt("the stored owner is not this deployment's")
         return owner, raw
 
@@ -124,8 +129,8 @@ class OwnerOps(StoreCore):
             if found is None:
                 return None
             updated = change(found[0])
-            swapped = await self.script(
-                "swap", [self.keys.owner], [found[1], encode(updated, MAX_OWNER_BYTES)]
+            swapped = await self.core.script(
+                "swap", [self.core.keys.owner], [found[1], encode(updated, MAX_OWNER_BYTES)]
             )
             if swapped == 1:
                 return updated

@@ -17,7 +17,7 @@ from schemas.secret import Secret
 from ._core import Presented, StoreCore, as_bytes, decode, encode, is_token, reveal
 from .budgets import retry_after_s
 from .errors import InvalidGrant, RateLimited, RefreshReused, ScopeRevoked, StoreCorrupt
-from .grants import GrantOps, grant_handle
+from .grants import GrantStore, grant_handle
 from .keys import new_token, seal, sha256_hex, unseal
 from .records import FamilyRecord, Grant, RefreshRecord, Scopes
 
@@ -33,15 +33,19 @@ class Rotation(msgspec.Struct, frozen=True):
     scopes: Scopes
 
 
-class RefreshOps(GrantOps, StoreCore):
+class RefreshStore:
     """Issuing and rotating refresh tokens."""
 
-    async def issue_refresh(self, grant_id: Presented, client_id: str) -> Secret:
+    def __init__(self, core: StoreCore, grants: GrantStore) -> None:
+        self.core = core
+        self.grants = grants
+
+    async def issue(self, grant_id: Presented, client_id: str) -> Secret:
         """Start the grant's refresh family; return its first token (valid to the grant deadline).
 
         Raises InvalidGrant when the grant is gone, expired or another client's.
         """
-        grant = await self.get_grant(grant_id)
+        grant = await self.grants.get(grant_id)
         if grant is None or grant.client_id != client_id:
             raise InvalidGrant("the grant is not active")
         token = new_token()
@@ -55,24 +59,24 @@ class RefreshOps(GrantOps, StoreCore):
             client_id=client_id,
             resource=grant.resource,
             gid_sealed=seal(reveal(grant_id), purpose=_REFRESH_GID, key=token),
-            created_unix=self.now(),
+            created_unix=self.core.now(),
             expires_unix=grant.expires_unix,
         )
         family_record = FamilyRecord(
             v=1, grant=handle, current=sha256_hex(token), rotations=0, state="active"
         )
-        status, _ = await self.script_status(
+        status, _ = await self.core.script_status(
             "refresh_issue",
             [
-                self.keys.grants,
-                self.bucket_key("refresh", token),
-                self.keys.bucket("family", family),
+                self.core.keys.grants,
+                self.core.bucket_key("refresh", token),
+                self.core.keys.bucket("family", family),
             ],
             [
                 handle,
                 client_id,
-                self.resource,
-                self.owner_subject,
+                self.core.resource,
+                self.core.owner_subject,
                 encode(record),
                 encode(family_record),
                 grant.expires_unix,
@@ -82,7 +86,7 @@ class RefreshOps(GrantOps, StoreCore):
             raise InvalidGrant("the grant is not active")
         return Secret(token)
 
-    async def rotate_refresh(
+    async def rotate(
         self, token: Presented, client_id: str, scopes: Scopes | None = None
     ) -> Rotation:
         """Spend a refresh token and return its successor.
@@ -96,8 +100,8 @@ class RefreshOps(GrantOps, StoreCore):
         old = reveal(token)
         if not is_token(old):
             raise InvalidGrant("malformed refresh token")
-        old_key = self.bucket_key("refresh", old)
-        stored = await self.call(self.client.get(old_key))
+        old_key = self.core.bucket_key("refresh", old)
+        stored = await self.core.call(self.core.client.get(old_key))
         if stored is None:
             raise InvalidGrant("unknown or expired refresh token")
         raw = as_bytes(stored)
@@ -109,16 +113,16 @@ class RefreshOps(GrantOps, StoreCore):
         successor = msgspec.structs.replace(
             record,
             gid_sealed=seal(grant_id, purpose=_REFRESH_GID, key=new),
-            created_unix=self.now(),
+            created_unix=self.core.now(),
         )
-        status, rest = await self.script_status(
+        status, rest = await self.core.script_status(
             "refresh_rotate",
             [
                 old_key,
-                self.bucket_key("refresh", new),
-                self.keys.bucket("family", record.family),
-                self.keys.grants,
-                self.bucket_key("rate", f"grant-tokens:{record.grant}"),
+                self.core.bucket_key("refresh", new),
+                self.core.keys.bucket("family", record.family),
+                self.core.keys.grants,
+                self.core.bucket_key("rate", f"grant-tokens:{record.grant}"),
             ],
             [
                 raw,
@@ -126,12 +130,12 @@ class RefreshOps(GrantOps, StoreCore):
                 sha256_hex(old),
                 sha256_hex(new),
                 client_id,
-                self.resource,
-                self.owner_subject,
+                self.core.resource,
+                self.core.owner_subject,
                 " ".join(scopes or ()),
-                self.limits.rotation_cap,
-                self.limits.grant_budget,
-                self.limits.grant_budget_window_s * 1000,
+                self.core.limits.rotation_cap,
+                self.core.limits.grant_budget,
+                self.core.limits.grant_budget_window_s * 1000,
             ],
         )
         if status == "ok" and len(rest) == 1:

@@ -58,14 +58,17 @@ class SignedIn(msgspec.Struct, frozen=True):
     pending_request: Secret | None
 
 
-class SessionOps(StoreCore):
+class SessionStore:
     """Sessions, challenges and consents."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
 
     # ---------------------------------------------------------------------------- sessions
 
-    async def create_session(self) -> tuple[Secret, SessionView]:
+    async def create(self) -> tuple[Secret, SessionView]:
         """Create an anonymous session (10 min, no sliding); return its cookie value and view."""
-        now = self.now()
+        now = self.core.now()
         record = SessionRecord(
             v=1,
             lineage=secrets.token_hex(32),
@@ -76,47 +79,45 @@ class SessionOps(StoreCore):
         )
         cookie = new_token()
         raw = encode(record)
-        key = self.bucket_key("session", cookie)
-        created = await self.call(
-            self.client.set(key, raw, px=ANONYMOUS_LIFETIME_S * 1000, nx=True)
+        key = self.core.bucket_key("session", cookie)
+        created = await self.core.call(
+            self.core.client.set(key, raw, px=ANONYMOUS_LIFETIME_S * 1000, nx=True)
         )
         if not created:
             raise StoreCorrupt("a fresh session key already existed")
         return Secret(cookie), SessionView(sha256_hex(cookie), record, raw)
 
-    async def load_session(self, cookie: Presented) -> SessionView | None:
+    async def load(self, cookie: Presented) -> SessionView | None:
         """Return the live session for a cookie value, or None (unknown, malformed or expired)."""
         value = reveal(cookie)
         if not is_token(value):
             return None
-        key = self.bucket_key("session", value)
-        stored = await self.call(self.client.get(key))
+        key = self.core.bucket_key("session", value)
+        stored = await self.core.call(self.core.client.get(key))
         if stored is None:
             return None
         raw = as_bytes(stored)
         record = decode(raw, SessionRecord)
-        if self.now() >= record.expires_unix:
-            await self.call(self.client.delete(key))
+        if self.core.now() >= record.expires_unix:
+            await self.core.call(self.core.client.delete(key))
             return None
         return SessionView(sha256_hex(value), record, raw)
 
-    async def touch_session(self, session: SessionView) -> bool:
+    async def touch(self, session: SessionView) -> bool:
         """Slide a signed-in session's idle window (30 min, never past its 12 h end).
 
         Anonymous sessions do not slide. Returns False when the session is gone or over.
         """
-        key = self.keys.bucket("session", session.handle)
+        key = self.core.keys.bucket("session", session.handle)
         if not session.record.authenticated:
-            return bool(await self.call(self.client.exists(key)))
-        remaining = min(SESSION_IDLE_S, session.record.expires_unix - self.now())
+            return bool(await self.core.call(self.core.client.exists(key)))
+        remaining = min(SESSION_IDLE_S, session.record.expires_unix - self.core.now())
         if remaining <= 0:
-            await self.call(self.client.delete(key))
+            await self.core.call(self.core.client.delete(key))
             return False
-        return bool(await self.call(self.client.pexpire(key, remaining * 1000)))
+        return bool(await self.core.call(self.core.client.pexpire(key, remaining * 1000)))
 
-    async def rotate_session_on_sign_in(
-        self, cookie: Presented, session: SessionView
-    ) -> SignedIn | None:
+    async def rotate_on_sign_in(self, cookie: Presented, session: SessionView) -> SignedIn | None:
         """Consume the session and create a signed-in one (new cookie, new CSRF) atomically.
 
         Returns None when the session changed or disappeared since it was loaded (a second
@@ -126,7 +127,7 @@ class SessionOps(StoreCore):
         if sha256_hex(old_cookie) != session.handle:
             raise ValueError("the cookie does not belong to this session")
         pending = self._pending(old_cookie, session.record)
-        now = self.now()
+        now = self.core.now()
         new_cookie = new_token()
         record = SessionRecord(
             v=1,
@@ -138,9 +139,12 @@ class SessionOps(StoreCore):
             pending="" if pending is None else seal(pending, purpose=_PENDING, key=new_cookie),
         )
         raw = encode(record)
-        status, _ = await self.script_status(
+        status, _ = await self.core.script_status(
             "rotate_session",
-            [self.keys.bucket("session", session.handle), self.bucket_key("session", new_cookie)],
+            [
+                self.core.keys.bucket("session", session.handle),
+                self.core.bucket_key("session", new_cookie),
+            ],
             [session.raw, raw, SESSION_IDLE_S * 1000],
         )
         if status != "ok":
@@ -148,11 +152,11 @@ class SessionOps(StoreCore):
         view = SessionView(sha256_hex(new_cookie), record, raw)
         return SignedIn(Secret(new_cookie), view, None if pending is None else Secret(pending))
 
-    async def delete_session(self, cookie: Presented) -> None:
+    async def delete(self, cookie: Presented) -> None:
         """Delete the session of a cookie value (logout); unknown values are ignored."""
         value = reveal(cookie)
         if is_token(value):
-            await self.call(self.client.delete(self.bucket_key("session", value)))
+            await self.core.call(self.core.client.delete(self.core.bucket_key("session", value)))
 
     def pending_request(self, cookie: Presented, session: SessionView) -> Secret | None:
         """Return the pending request noted in a session, opened with its cookie value."""
@@ -170,7 +174,7 @@ class SessionOps(StoreCore):
     async def put_challenge(self, session: SessionView, purpose: ChallengePurpose) -> Secret:
         """Start a WebAuthn ceremony bound to the session; return the challenge (5 min)."""
         challenge = new_token()
-        now = self.now()
+        now = self.core.now()
         record = ChallengeRecord(
             v=1,
             purpose=purpose,
@@ -178,9 +182,9 @@ class SessionOps(StoreCore):
             created_unix=now,
             expires_unix=now + CHALLENGE_LIFETIME_S,
         )
-        key = self.bucket_key("challenge", challenge)
-        created = await self.call(
-            self.client.set(key, encode(record), px=CHALLENGE_LIFETIME_S * 1000, nx=True)
+        key = self.core.bucket_key("challenge", challenge)
+        created = await self.core.call(
+            self.core.client.set(key, encode(record), px=CHALLENGE_LIFETIME_S * 1000, nx=True)
         )
         if not created:
             raise StoreCorrupt("a fresh challenge key already existed")
@@ -193,14 +197,16 @@ class SessionOps(StoreCore):
         value = reveal(challenge)
         if not is_token(value):
             return None
-        stored = await self.call(self.client.getdel(self.bucket_key("challenge", value)))
+        stored = await self.core.call(
+            self.core.client.getdel(self.core.bucket_key("challenge", value))
+        )
         if stored is None:
             return None
         record = decode(stored, ChallengeRecord)
         if (
             record.session != session.handle
             or record.purpose != purpose
-            or self.now() >= record.expires_unix
+            or self.core.now() >= record.expires_unix
         ):
             return None
         return record
@@ -217,22 +223,25 @@ class SessionOps(StoreCore):
         session_cookie = reveal(cookie)
         if sha256_hex(session_cookie) != session.handle:
             raise ValueError("the cookie does not belong to this session")
-        now = self.now()
+        now = self.core.now()
         request_id = new_token()
         pending = PendingConsent(
             v=1,
             lineage=session.record.lineage,
             request=request,
-            resource=self.resource,
+            resource=self.core.resource,
             created_unix=now,
             expires_unix=now + CONSENT_LIFETIME_S,
         )
         noted = msgspec.structs.replace(
             session.record, pending=seal(request_id, purpose=_PENDING, key=session_cookie)
         )
-        status, _ = await self.script_status(
+        status, _ = await self.core.script_status(
             "put_consent",
-            [self.keys.bucket("session", session.handle), self.bucket_key("consent", request_id)],
+            [
+                self.core.keys.bucket("session", session.handle),
+                self.core.bucket_key("consent", request_id),
+            ],
             [session.raw, encode(noted), encode(pending), CONSENT_LIFETIME_S * 1000],
         )
         return Secret(request_id) if status == "ok" else None
@@ -244,7 +253,7 @@ class SessionOps(StoreCore):
         value = reveal(request_id)
         if not is_token(value):
             return None
-        stored = await self.call(self.client.get(self.bucket_key("consent", value)))
+        stored = await self.core.call(self.core.client.get(self.core.bucket_key("consent", value)))
         return None if stored is None else self._own_consent(stored, session)
 
     async def take_consent(
@@ -254,13 +263,15 @@ class SessionOps(StoreCore):
         value = reveal(request_id)
         if not is_token(value):
             return None
-        stored = await self.call(self.client.getdel(self.bucket_key("consent", value)))
+        stored = await self.core.call(
+            self.core.client.getdel(self.core.bucket_key("consent", value))
+        )
         return None if stored is None else self._own_consent(stored, session)
 
     def _own_consent(self, stored: object, session: SessionView) -> PendingConsent | None:
         record = decode(stored, PendingConsent)
-        if record.lineage != session.record.lineage or self.now() >= record.expires_unix:
+        if record.lineage != session.record.lineage or self.core.now() >= record.expires_unix:
             return None
-        if record.resource != self.resource:
+        if record.resource != self.core.resource:
             raise StoreCorrupt("a pending consent names another resource")
         return record

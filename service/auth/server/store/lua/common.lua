@@ -48,3 +48,24 @@ local function spend(key, limit, window_ms)
   end
   return {'ok'}
 end
+
+-- Prune the expired grants of the grants hash `key` and append the live ones to `out` as
+-- field, JSON, field, JSON, ...; return `out`, or nil for a malformed grant (the caller fails
+-- closed; the grants pruned before it stay pruned).
+local function prune_grants(key, out)
+  local now = now_s()
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    local grant = decode(all[i + 1])
+    if not grant or not is_int(grant.expires_unix) then
+      return nil
+    end
+    if grant.expires_unix <= now then
+      redis.call('HDEL', key, all[i])
+    else
+      out[#out + 1] = all[i]
+      out[#out + 1] = all[i + 1]
+    end
+  end
+  return out
+end
