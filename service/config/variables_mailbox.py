@@ -1,0 +1,211 @@
+"""The table's entries for loading, the mailbox, the operator gates and the local caller."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from providers.smtp import DEFAULT_MAX_CONNECTIONS
+from schemas.scopes import BASE_SCOPE
+from service.config._rule import (
+    Choice,
+    Custom,
+    Duration,
+    Host,
+    Int,
+    Matches,
+    ReadableFile,
+    Scopes,
+    Switch,
+)
+from service.config._rules import has_control, has_cr_lf_nul, is_bare_address, utf8_size
+from service.config._variable import Variable
+
+_NO_CR_LF_NUL = Matches(
+    lambda v: not has_cr_lf_nul(v), "no CR, LF or NUL", "must not contain CR, LF or NUL"
+)
+_PINNED_HOST = "; gmail, icloud, yahoo: only their preset"
+
+
+def _local_owner(owner: str) -> bool:
+    return not has_control(owner) and owner == owner.strip() and utf8_size(owner) <= 512
+
+
+MAILBOX_VARIABLES: Final = (
+    Variable(
+        "ANGELOS_ENV_FILE",
+        "loading",
+        Custom(
+            "path of an env file (see [The env file](#the-env-file)); `--env-file` wins over it",
+            checked_by="_env_file.with_env_file",
+        ),
+        "read that file's `NAME=value` lines; the real environment wins over the file",
+        in_env_file=False,
+    ),
+    Variable(
+        "MAIL_PROVIDER",
+        "mailbox",
+        Choice(("spacemail", "gmail", "icloud", "yahoo", "microsoft", "custom")),
+        "picks the host, port and login presets; `microsoft` is refused by this release",
+        unset="spacemail",
+    ),
+    Variable(
+        "MAIL_AUTH_MODE",
+        "mailbox",
+        Custom(
+            "spacemail, custom: `password`; icloud, yahoo: `app_password`; gmail: `app_password`"
+            " or `google_oauth2`",
+            checked_by="_mailbox._auth_mode",
+        ),
+        "how angelos logs in; `google_oauth2` is refused by this release, so gmail needs"
+        " `app_password`",
+        shown="`password` (spacemail, custom), `app_password` (icloud, yahoo), `google_oauth2`"
+        " (gmail)",
+    ),
+    Variable(
+        "MAIL_USERNAME",
+        "mailbox",
+        _NO_CR_LF_NUL,
+        "the IMAP and SMTP login",
+        shown="required",
+        also="; gmail, icloud, yahoo: a complete bare address",
+    ),
+    Variable(
+        "MAIL_PASSWORD",
+        "mailbox",
+        _NO_CR_LF_NUL,
+        "the mailbox password or app password for IMAP and SMTP",
+        shown="required",
+        secret=True,
+    ),
+    Variable(
+        "MAIL_FROM",
+        "mailbox",
+        Matches(
+            is_bare_address,
+            "a bare address (no display name)",
+            "must be a bare email address (no display name, no CR/LF)",
+        ),
+        "the only sender address of prepared messages",
+        shown="`MAIL_USERNAME`",
+        also="; required when `MAIL_USERNAME` is not an address",
+    ),
+    Variable(
+        "MAIL_ALIASES",
+        "mailbox",
+        Custom(
+            "comma-separated bare addresses, at most 50, unique, at most 16 KiB",
+            checked_by="_mailbox._aliases",
+        ),
+        "your other addresses, left out of reply-all recipients; never used as sender",
+        shown="none",
+    ),
+    Variable(
+        "IMAP_HOST",
+        "mailbox",
+        Host(),
+        "the IMAP server (always implicit TLS)",
+        shown="provider preset (`custom`: required)",
+        also=_PINNED_HOST,
+    ),
+    Variable(
+        "IMAP_PORT",
+        "mailbox",
+        Int(1, 65535),
+        "the IMAP port",
+        unset=993,
+        also="; gmail, icloud, yahoo: 993",
+    ),
+    Variable(
+        "SMTP_HOST",
+        "mailbox",
+        Host(),
+        "the SMTP submission server",
+        shown="provider preset (`custom`: required)",
+        also=_PINNED_HOST,
+    ),
+    Variable(
+        "SMTP_PORT",
+        "mailbox",
+        Int(1, 65535),
+        "the SMTP submission port",
+        shown="`465` (icloud: `587`)",
+        also="; gmail, yahoo: 465 or 587; icloud: 587",
+    ),
+    Variable(
+        "SMTP_TLS_MODE",
+        "mailbox",
+        Choice(("tls", "starttls")),
+        "implicit TLS or STARTTLS for SMTP (there is no plaintext mode)",
+        shown="`starttls` on port 587, else `tls`",
+        also="; port 465 needs `tls`, port 587 `starttls`",
+    ),
+    Variable(
+        "SMTP_MAX_CONNECTIONS",
+        "mailbox",
+        Int(1, 32),
+        "SMTP sessions one server process keeps; further confirms wait their turn",
+        unset=DEFAULT_MAX_CONNECTIONS,
+    ),
+    Variable(
+        "MAIL_TIMEOUT",
+        "mailbox",
+        Duration(1_000, 120_000),
+        "network timeout of each IMAP and SMTP step before the end of the message data",
+        unset=30_000,
+    ),
+    Variable(
+        "MAIL_TLS_CA_FILE",
+        "mailbox",
+        ReadableFile(),
+        "a PEM bundle of extra trusted CAs for IMAP and SMTP (self-hosted servers)",
+        shown="unset (system CAs)",
+    ),
+    Variable(
+        "MAIL_ALLOW_PRIVATE_HOSTS",
+        "mailbox",
+        Switch(),
+        "lets IMAP and SMTP reach loopback and private addresses (refused otherwise)",
+        unset=False,
+        also="; anything else is off",
+    ),
+    Variable(
+        "MAIL_ENABLE_WRITES",
+        "gates",
+        Switch(),
+        "mailbox changes (folders, copy, move, flags, drafts, trash) for callers with `mail.write`",
+        unset=False,
+    ),
+    Variable(
+        "MAIL_ENABLE_SEND",
+        "gates",
+        Switch(),
+        "`mail_prepare` and `mail_send_confirmed` for callers with `mail.send` (needs a store)",
+        unset=False,
+    ),
+    Variable(
+        "MAIL_ENABLE_DELETE",
+        "gates",
+        Switch(),
+        "permanent delete of single messages (never on Gmail)",
+        unset=False,
+        also="; needs `MAIL_ENABLE_WRITES=1` too",
+    ),
+    Variable(
+        "ANGELOS_LOCAL_OWNER",
+        "local",
+        Matches(
+            _local_owner,
+            "at most 512 bytes, no control characters, no surrounding whitespace",
+            "must be at most 512 bytes, without control characters or surrounding whitespace",
+        ),
+        "the stdio caller's name; sends are visible to `send_status` of the same owner only",
+        unset="local",
+    ),
+    Variable(
+        "ANGELOS_LOCAL_SCOPES",
+        "local",
+        Scopes(),
+        "what a local caller may do; a gate must also be on for writes and sends",
+        unset=(BASE_SCOPE,),
+    ),
+)
