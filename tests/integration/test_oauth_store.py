@@ -47,6 +47,7 @@ from support.oauth_store import (
     random_token,
     store_fixture,  # noqa: F401
     twin,
+    xor_sealed,
 )
 
 pytestmark = pytest.mark.services
@@ -200,6 +201,19 @@ async def test_rotation_keeps_the_grant_deadline(store: OAuthStore) -> None:
     # PEXPIRETIME is Redis 7 only; the key ends at the deadline to within this loose bound.
     left_ms = await store.core.client.pttl(key)
     assert abs(grant.expires_unix * 1000 - time.time() * 1000 - left_ms) < 5_000
+
+
+async def test_a_refresh_token_sealed_before_aes_gcm_still_rotates(store: OAuthStore) -> None:
+    gid, refresh = await new_refresh(store)
+    key = store.core.bucket_key("refresh", refresh.reveal())
+    record = msgspec.json.decode(await store.core.client.get(key), type=RefreshRecord)
+    sealed = xor_sealed(gid.reveal(), "refresh-grant", refresh.reveal())
+    old = msgspec.structs.replace(record, gid_sealed=sealed)
+    await store.core.client.set(key, msgspec.json.encode(old), keepttl=True)
+
+    rotation = await store.refresh.rotate(refresh, CLIENT)
+    assert gid == rotation.grant_id
+    assert gid == (await store.refresh.rotate(rotation.refresh_token, CLIENT)).grant_id
 
 
 async def test_another_client_cannot_rotate_a_token(store: OAuthStore) -> None:

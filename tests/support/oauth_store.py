@@ -8,6 +8,7 @@ afterwards.
 from __future__ import annotations
 
 import base64
+import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -54,6 +55,15 @@ def at(offset_s: float) -> Callable[[], float]:
 def twin(store: OAuthStore, **options: object) -> OAuthStore:
     """Another store over the same namespace (another instance, another clock or limits)."""
     return OAuthStore(store.core.client, store.core.owner_subject, RESOURCE, **options)  # type: ignore[arg-type]
+
+
+def xor_sealed(value: str, purpose: str, key: str) -> str:
+    """A token sealed as the store sealed it before AES-GCM: its 32 bytes XORed with
+    SHA-256("angelos:oauth:seal:" + purpose + NUL + key), as unpadded base64url."""
+    raw = base64.urlsafe_b64decode(value + "=")
+    pad = hashlib.sha256(f"angelos:oauth:seal:{purpose}\0{key}".encode()).digest()
+    sealed = bytes(a ^ b for a, b in zip(raw, pad, strict=True))
+    return base64.urlsafe_b64encode(sealed).rstrip(b"=").decode()
 
 
 def credential(n: int = 0, sign_count: int = 0) -> Credential:

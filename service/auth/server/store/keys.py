@@ -3,8 +3,14 @@
 Secrets (session cookies, codes, refresh tokens, grant IDs, request IDs) never reach Redis raw:
 keys and hash fields carry their SHA-256. A value that must come back later but may not be stored
 raw (the grant ID behind a code or refresh token, the pending request behind a session) is sealed:
-XORed with SHA-256 of a purpose label and the secret that unlocks it. The unlocking secret is 32
-random bytes used for one record only, so the pad is never reused.
+encrypted with AES-256-GCM under a key derived (HKDF-SHA256) from the secret that unlocks it, with
+a random 96-bit nonce and the purpose label as associated data, so a changed seal, another key or
+another purpose is refused.
+
+A seal is unpadded base64url of 0x02 ‖ nonce ‖ ciphertext and tag (61 bytes, 82 characters).
+Before AES-GCM a seal was the 32 bytes XORed with SHA-256 of the purpose and the secret (43
+characters): unseal still opens those, so records written before the upgrade stay usable until
+they expire (at most the 30-day grant lifetime, for refresh tokens); seal never writes them.
 """
 
 from __future__ import annotations
@@ -13,12 +19,20 @@ import hashlib
 import secrets
 from typing import Final
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
 from service.wire.b64url import decode_b64url, encode_b64url
 
 from .errors import StoreCorrupt
 
 TOKEN_BYTES: Final = 32
 HANDLE_LENGTH: Final = 64
+SEAL_VERSION: Final = b"\x02"  # the AES-GCM seal; the older XOR seal has no version byte
+NONCE_BYTES: Final = 12
+SEALED_BYTES: Final = len(SEAL_VERSION) + NONCE_BYTES + TOKEN_BYTES + 16  # 16: the GCM tag
 
 
 def _encode(data: bytes) -> str:
@@ -40,24 +54,45 @@ def is_handle(value: str) -> bool:
     return len(value) == HANDLE_LENGTH and all(c in "0123456789abcdef" for c in value)
 
 
-def _pad(purpose: str, key: str) -> bytes:
+def _cipher(key: str) -> AESGCM:
+    derived = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=None, info=b"angelos:oauth:seal:aes-256-gcm"
+    ).derive(key.encode())
+    return AESGCM(derived)
+
+
+def _associated(purpose: str) -> bytes:
+    return f"angelos:oauth:seal:{purpose}".encode()
+
+
+def _xor_pad(purpose: str, key: str) -> bytes:
+    """The pad of the XOR seal written before AES-GCM (unseal only)."""
     return hashlib.sha256(f"angelos:oauth:seal:{purpose}\0{key}".encode()).digest()
 
 
 def seal(value: str, *, purpose: str, key: str) -> str:
-    """Seal a 43-character token under another secret (XOR with a one-time pad derived from it)."""
+    """Seal a 43-character token under another secret (AES-256-GCM, the purpose authenticated)."""
     raw = decode_b64url(value)
     if raw is None or len(raw) != TOKEN_BYTES:
         raise ValueError("only 32-byte base64url tokens can be sealed")
-    return _encode(bytes(a ^ b for a, b in zip(raw, _pad(purpose, key), strict=True)))
+    nonce = secrets.token_bytes(NONCE_BYTES)
+    return _encode(SEAL_VERSION + nonce + _cipher(key).encrypt(nonce, raw, _associated(purpose)))
 
 
 def unseal(sealed: str, *, purpose: str, key: str) -> str:
-    """Open a value sealed by seal(); a malformed stored value is corrupt state."""
+    """Open a value sealed by seal() (or by the XOR seal before it); a malformed stored value,
+    or one that does not open under this key and purpose, is corrupt state."""
     raw = decode_b64url(sealed)
-    if raw is None or len(raw) != TOKEN_BYTES:
+    if raw is not None and len(raw) == TOKEN_BYTES:  # an XOR seal from before AES-GCM
+        return _encode(bytes(a ^ b for a, b in zip(raw, _xor_pad(purpose, key), strict=True)))
+    if raw is None or len(raw) != SEALED_BYTES or raw[:1] != SEAL_VERSION:
         raise StoreCorrupt("a sealed value in the OAuth store is malformed")
-    return _encode(bytes(a ^ b for a, b in zip(raw, _pad(purpose, key), strict=True)))
+    nonce, body = raw[1 : 1 + NONCE_BYTES], raw[1 + NONCE_BYTES :]
+    try:
+        opened = _cipher(key).decrypt(nonce, body, _associated(purpose))
+    except InvalidTag:
+        raise StoreCorrupt("a sealed value in the OAuth store does not open") from None
+    return _encode(opened)
 
 
 class OAuthKeys:
