@@ -19,11 +19,11 @@ from service.auth.resource.jwt import TokenRules
 from service.auth.resource.key_cache import KeyCache, LocalKeySource
 from service.auth.resource.profile import AccessTokenClaims
 from service.auth.resource.verifier import AuthFailure, TokenVerifier
+from service.auth.server.errors import OAuthError as TokenRefused
 from service.auth.server.store import OAuthStore, StoreLimits
 from service.auth.server.token_request import CodeExchange, RefreshRequest
 from service.auth.server.token_service import (
     Issuer,
-    TokenRefused,
     TokenResponse,
     exchange_code,
     refresh_tokens,
@@ -82,13 +82,19 @@ async def exchange(store: OAuthStore, code: str, verifier: str = VERIFIER) -> An
     signer = ServerSigner(store.core.owner_subject)
     request = CodeExchange(CLIENT, code, verifier, REDIRECT)
     now = int(time.time())
-    return await exchange_code(store.grants, store.refresh, signer, who(store), request, now)
+    try:  # the response, or the refusal raised
+        return await exchange_code(store.grants, store.refresh, signer, who(store), request, now)
+    except TokenRefused as refused:
+        return refused
 
 
 async def refresh(store: OAuthStore, token: str, scopes: tuple[str, ...] | None = None) -> Any:
     signer = ServerSigner(store.core.owner_subject)
     request = RefreshRequest(CLIENT, token, scopes)
-    return await refresh_tokens(store.refresh, signer, who(store), request, int(time.time()))
+    try:  # the response, or the refusal raised
+        return await refresh_tokens(store.refresh, signer, who(store), request, int(time.time()))
+    except TokenRefused as refused:
+        return refused
 
 
 def claims_of(token: str) -> dict[str, Any]:

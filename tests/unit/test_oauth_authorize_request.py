@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
+from service.auth.server import authorize_request
 from service.auth.server.authorize_request import (
-    AuthorizeRefusal,
     AuthorizeRequest,
+    RegisteredClient,
     parse_scope,
     refusal_location,
-    validate_authorize,
 )
+from service.auth.server.errors import AuthorizeError as AuthorizeRefusal
 
 RESOURCE = "https://mail.example.com/mcp"
 ISSUER = "https://mail.example.com"
@@ -40,6 +42,16 @@ GOOD = {
     "code_challenge_method": "S256",
     "scope": "mail.send mail.read",
 }
+
+
+def validate_authorize(
+    query: str, clients: Mapping[str, RegisteredClient], resource: str
+) -> AuthorizeRequest | AuthorizeRefusal:
+    """The validated request, or the refusal it raised."""
+    try:
+        return authorize_request.validate_authorize(query, clients, resource)
+    except AuthorizeRefusal as refused:
+        return refused
 
 
 def validate(**changes: str | None) -> AuthorizeRequest | AuthorizeRefusal:

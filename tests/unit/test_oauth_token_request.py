@@ -7,10 +7,10 @@ from urllib.parse import urlencode
 
 import pytest
 
+from service.auth.server.errors import OAuthError as TokenError
 from service.auth.server.token_request import (
     CodeExchange,
     RefreshRequest,
-    TokenError,
     validate_token_request,
 )
 
@@ -52,14 +52,18 @@ def check(
     content_type: str = FORM,
     body: bytes | None = None,
 ) -> CodeExchange | RefreshRequest | TokenError:
-    return validate_token_request(
-        query=query,
-        has_authorization=authorization,
-        content_type=content_type,
-        body=urlencode(form).encode() if body is None else body,
-        clients=CLIENTS,
-        resource=RESOURCE,
-    )
+    """The validated request, or the refusal it raised."""
+    try:
+        return validate_token_request(
+            query=query,
+            has_authorization=authorization,
+            content_type=content_type,
+            body=urlencode(form).encode() if body is None else body,
+            clients=CLIENTS,
+            resource=RESOURCE,
+        )
+    except TokenError as refused:
+        return refused
 
 
 def test_a_code_exchange_is_well_formed() -> None:

@@ -2,7 +2,7 @@
 
 Until the client and its exact redirect URI are known, an error is a JSON 400 (never a redirect
 to an unvalidated destination); after that, errors go back to the client's redirect URI with
-`error`, `iss` and `state`.
+`error`, `iss` and `state`. Either is an AuthorizeError, raised.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlencode
 import msgspec
 
 from schemas.scopes import Scope, parse_scope_list
+from service.auth.server.errors import AuthorizeError
 from service.wire.b64url import encodes_bytes
 
 MAX_QUERY_BYTES: Final = 8192
@@ -48,14 +49,6 @@ class AuthorizeRequest(msgspec.Struct, frozen=True):
     scopes: tuple[Scope, ...]  # canonical order
 
 
-class AuthorizeRefusal(msgspec.Struct, frozen=True):
-    """An OAuth error; with a redirect URI it goes back to the client, else it is a JSON 400."""
-
-    error: str
-    redirect_uri: str | None = None
-    state: str | None = None
-
-
 def parse_scope(value: str | None) -> tuple[Scope, ...] | None:
     """Return the requested scopes in canonical order, or None when the string is not valid."""
     if value is None or len(value) > MAX_SCOPE_CHARS:
@@ -72,25 +65,25 @@ def single_valued(query: str) -> dict[str, str] | None:
 
 def validate_authorize(
     query: str, clients: Mapping[str, RegisteredClient], resource: str
-) -> AuthorizeRequest | AuthorizeRefusal:
+) -> AuthorizeRequest:
     """Check an /oauth/authorize query against the registered clients and this resource."""
     if len(query.encode()) > MAX_QUERY_BYTES:
-        return AuthorizeRefusal("invalid_request")
+        raise AuthorizeError("invalid_request")
     params = single_valued(query)
     if params is None:
-        return AuthorizeRefusal("invalid_request")
+        raise AuthorizeError("invalid_request")
     client = clients.get(params.get("client_id", ""))
     redirect_uri = params.get("redirect_uri", "")
     if client is None or redirect_uri not in client.redirect_uris:
-        return AuthorizeRefusal("invalid_client")
+        raise AuthorizeError("invalid_client")
     state = params.get("state")
     error = _redirected_error(params, state, resource)
     if error is not None:
         good_state = state if state is not None and _state_ok(state) else None
-        return AuthorizeRefusal(error, redirect_uri, good_state)
+        raise AuthorizeError(error, redirect_uri, good_state)
     scopes = parse_scope(params.get("scope"))
     if scopes is None:
-        return AuthorizeRefusal("invalid_scope", redirect_uri, state)
+        raise AuthorizeError("invalid_scope", redirect_uri, state)
     assert state is not None
     return AuthorizeRequest(client.client_id, redirect_uri, state, params["code_challenge"], scopes)
 
@@ -127,7 +120,7 @@ def redirect_with(redirect_uri: str, params: Sequence[tuple[str, str]]) -> str:
     return f"{redirect_uri}{separator}{urlencode(params)}"
 
 
-def refusal_location(refusal: AuthorizeRefusal, issuer: str) -> str | None:
+def refusal_location(refusal: AuthorizeError, issuer: str) -> str | None:
     """Where a redirected refusal sends the browser: error, iss and state (when kept)."""
     if refusal.redirect_uri is None:
         return None

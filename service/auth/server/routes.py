@@ -3,14 +3,15 @@
 The owner's browser steps (sign-in, passkeys, consent, grants) belong to a BrowserFlow; this
 module validates an authorization request and hands it over, and serves the token endpoint.
 Every answer here carries the no-store, no-referrer, no-frame headers; OAuth errors are always
-`{"error": "<code>"}`.
+`{"error": "<code>"}`, rendered by `oauth_error` (a refused authorization request whose client
+and redirect URI are known is a redirect instead).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
 import structlog
@@ -18,7 +19,6 @@ from aiohttp import web
 
 from schemas.scopes import SCOPE_ORDER
 from service.auth.server.authorize_request import (
-    AuthorizeRefusal,
     AuthorizeRequest,
     RegisteredClient,
     refusal_location,
@@ -30,13 +30,13 @@ from service.auth.server.client_metadata import (
     ClientMetadataResolver,
     ClientMetadataUnavailable,
 )
+from service.auth.server.errors import RETRY_AFTER, AuthorizeError, OAuthError
 from service.auth.server.signing import Signer
 from service.auth.server.store import CLIENT_METADATA_FETCH, OAuthStore
 from service.auth.server.store.errors import StoreError
-from service.auth.server.token_request import CodeExchange, TokenError, validate_token_request
+from service.auth.server.token_request import CodeExchange, validate_token_request
 from service.auth.server.token_service import (
     Issuer,
-    TokenRefused,
     TokenResponse,
     exchange_code,
     refresh_tokens,
@@ -71,20 +71,29 @@ class BrowserFlow(Protocol):
         ...
 
 
-def oauth_error(status: int, error: str, headers: dict[str, str] | None = None) -> web.Response:
-    """An OAuth JSON error, nothing but its code."""
-    return web.json_response({"error": error}, status=status, headers=headers)
+def oauth_error(refusal: OAuthError, headers: Mapping[str, str] | None = None) -> web.Response:
+    """An OAuth JSON error, nothing but its code (a 429 also says when to come back)."""
+    if refusal.status == 429:
+        headers = {**(headers or {}), "Retry-After": RETRY_AFTER}
+    return web.json_response({"error": refusal.error}, status=refusal.status, headers=headers)
 
 
-def get_only(handler: Handler) -> Handler:
-    """Answer anything but GET (and HEAD) with 405 `Allow: GET` and invalid_request."""
+def by_method(methods: Mapping[str, Handler]) -> Handler:
+    """The one method guard of the /oauth routes, the browser's included: dispatch on the method
+    (HEAD as GET), answer any other with 405, `Allow` and invalid_request, and answer an
+    OAuthError the handler raises with `oauth_error`."""
+    allow = ", ".join(methods)
 
-    async def wrapped(request: web.Request) -> web.StreamResponse:
-        if request.method not in ("GET", "HEAD"):
-            return oauth_error(405, "invalid_request", {"Allow": "GET"})
-        return await handler(request)
+    async def dispatch(request: web.Request) -> web.StreamResponse:
+        handler = methods.get("GET" if request.method == "HEAD" else request.method)
+        if handler is None:
+            return oauth_error(OAuthError(405, "invalid_request"), {"Allow": allow})
+        try:
+            return await handler(request)
+        except OAuthError as refusal:
+            return oauth_error(refusal)
 
-    return wrapped
+    return dispatch
 
 
 @web.middleware
@@ -155,10 +164,10 @@ class AuthorizationServer:
 
     def add_routes(self, app: web.Application) -> None:
         """Register every route of the authorization server, the browser's included."""
-        app.router.add_route("*", METADATA_PATH, get_only(self._metadata))
-        app.router.add_route("*", "/oauth/jwks.json", get_only(self._jwks))
-        app.router.add_route("*", "/oauth/authorize", get_only(self._authorize))
-        app.router.add_route("*", "/oauth/token", self._token)
+        app.router.add_route("*", METADATA_PATH, by_method({"GET": self._metadata}))
+        app.router.add_route("*", "/oauth/jwks.json", by_method({"GET": self._jwks}))
+        app.router.add_route("*", "/oauth/authorize", by_method({"GET": self._authorize}))
+        app.router.add_route("*", "/oauth/token", by_method({"POST": self._token}))
         self.browser.add_routes(app)
 
     async def _metadata(self, request: web.Request) -> web.StreamResponse:
@@ -173,48 +182,49 @@ class AuthorizationServer:
             try:
                 await self.cimd.resolve()  # the metadata must still say what the pin says
             except ClientMetadataUnavailable as unavailable:
-                retry = {"Retry-After": "60"} if unavailable.status == 429 else None
-                return oauth_error(unavailable.status, "temporarily_unavailable", retry)
-        verdict = validate_authorize(query, self.clients, self.config.resource)
-        if isinstance(verdict, AuthorizeRefusal):
-            location = refusal_location(verdict, self.config.issuer)
+                raise OAuthError(unavailable.status, "temporarily_unavailable") from None
+        try:
+            valid = validate_authorize(query, self.clients, self.config.resource)
+        except AuthorizeError as refusal:
+            location = refusal_location(refusal, self.config.issuer)
             if location is None:  # never redirect to a destination not yet validated
-                return oauth_error(400, verdict.error)
-            raise web.HTTPSeeOther(location)
-        return await self.browser.authorize(request, verdict)
+                raise
+            raise web.HTTPSeeOther(location) from None
+        return await self.browser.authorize(request, valid)
 
     async def _token(self, request: web.Request) -> web.StreamResponse:
-        if request.method != "POST":
-            return oauth_error(405, "invalid_request", {"Allow": "POST"})
         body = await request.content.read(16385)
-        verdict = validate_token_request(
-            query=request.query_string,
-            has_authorization="Authorization" in request.headers,
-            content_type=request.headers.get("Content-Type", ""),
-            body=body,
-            clients=self.clients,
-            resource=self.config.resource,
-        )
-        if isinstance(verdict, TokenError):
-            log.info("token_refused", status=verdict.status, error=verdict.error)
-            return oauth_error(verdict.status, verdict.error)
+        try:
+            verdict = validate_token_request(
+                query=request.query_string,
+                has_authorization="Authorization" in request.headers,
+                content_type=request.headers.get("Content-Type", ""),
+                body=body,
+                clients=self.clients,
+                resource=self.config.resource,
+            )
+        except OAuthError as refused:
+            log.info("token_refused", status=refused.status, error=refused.error)
+            raise
         store = self.store_of()
         if store is None:
-            return oauth_error(503, "temporarily_unavailable")
+            raise OAuthError(503, "temporarily_unavailable")
         now = int(self.clock())
-        if isinstance(verdict, CodeExchange):
-            answer = await exchange_code(
-                store.grants, store.refresh, self.signer, self.who, verdict, now
-            )
-        else:
-            answer = await refresh_tokens(store.refresh, self.signer, self.who, verdict, now)
         grant_type = "authorization_code" if isinstance(verdict, CodeExchange) else "refresh_token"
-        if isinstance(answer, TokenRefused):
+        try:
+            if isinstance(verdict, CodeExchange):
+                answer = await exchange_code(
+                    store.grants, store.refresh, self.signer, self.who, verdict, now
+                )
+            else:
+                answer = await refresh_tokens(store.refresh, self.signer, self.who, verdict, now)
+        except OAuthError as refused:
             log.info(
-                "token_refused", grant_type=grant_type, status=answer.status, error=answer.error
+                "token_refused", grant_type=grant_type, status=refused.status, error=refused.error
             )
-        else:  # client IDs are configuration, not secrets; tokens never appear here
-            log.info("token_issued", grant_type=grant_type, client_id=verdict.client_id)
+            raise
+        # Client IDs are configuration, not secrets; tokens never appear here.
+        log.info("token_issued", grant_type=grant_type, client_id=verdict.client_id)
         return _token_answer(answer)
 
 
@@ -223,10 +233,7 @@ def _client_id(query: str) -> str | None:
     return None if params is None else params.get("client_id")
 
 
-def _token_answer(answer: TokenResponse | TokenRefused) -> web.Response:
-    if isinstance(answer, TokenRefused):
-        headers = {"Retry-After": "60"} if answer.status == 429 else None
-        return oauth_error(answer.status, answer.error, headers)
+def _token_answer(answer: TokenResponse) -> web.Response:
     body = {
         "access_token": answer.access_token,
         "token_type": answer.token_type,

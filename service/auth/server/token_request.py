@@ -10,6 +10,7 @@ import msgspec
 
 from schemas.scopes import Scope
 from service.auth.server.authorize_request import RegisteredClient, parse_scope, single_valued
+from service.auth.server.errors import OAuthError
 from service.wire.b64url import encodes_bytes
 
 MAX_BODY_BYTES: Final = 16384
@@ -42,13 +43,6 @@ class RefreshRequest(msgspec.Struct, frozen=True):
     scopes: tuple[Scope, ...] | None
 
 
-class TokenError(msgspec.Struct, frozen=True):
-    """A refusal before any state was touched: HTTP status and OAuth error code."""
-
-    status: int
-    error: str
-
-
 def validate_token_request(
     *,
     query: str,
@@ -57,54 +51,54 @@ def validate_token_request(
     body: bytes,
     clients: Mapping[str, RegisteredClient],
     resource: str,
-) -> CodeExchange | RefreshRequest | TokenError:
-    """Check a POST to /oauth/token; the method is checked by the route (405 otherwise)."""
+) -> CodeExchange | RefreshRequest:
+    """Check a POST to /oauth/token (the route answers other methods 405); OAuthError if not."""
     media_type = content_type.split(";", 1)[0].strip().lower()
     if query or has_authorization or media_type != "application/x-www-form-urlencoded":
-        return TokenError(400, "invalid_request")
+        raise OAuthError(400, "invalid_request")
     if len(body) > MAX_BODY_BYTES:
-        return TokenError(400, "invalid_request")
+        raise OAuthError(400, "invalid_request")
     try:
         text = body.decode("ascii")
     except UnicodeDecodeError:
-        return TokenError(400, "invalid_request")
+        raise OAuthError(400, "invalid_request") from None
     form = single_valued(text)
     if form is None or any(name in form for name in FORBIDDEN_PARAMETERS):
-        return TokenError(400, "invalid_request")
+        raise OAuthError(400, "invalid_request")
     client = clients.get(form.get("client_id", ""))
     if client is None:
-        return TokenError(400, "invalid_client")
+        raise OAuthError(400, "invalid_client")
     if form.get("resource") != resource:
-        return TokenError(400, "invalid_target")
+        raise OAuthError(400, "invalid_target")
     grant_type = form.get("grant_type")
     if grant_type == "authorization_code":
         return _code_exchange(form, client)
     if grant_type == "refresh_token":
         return _refresh(form, client)
-    return TokenError(400, "unsupported_grant_type")
+    raise OAuthError(400, "unsupported_grant_type")
 
 
-def _code_exchange(form: Mapping[str, str], client: RegisteredClient) -> CodeExchange | TokenError:
+def _code_exchange(form: Mapping[str, str], client: RegisteredClient) -> CodeExchange:
     if "refresh_token" in form or "scope" in form:
-        return TokenError(400, "invalid_request")
+        raise OAuthError(400, "invalid_request")
     code, verifier = form.get("code", ""), form.get("code_verifier", "")
     redirect_uri = form.get("redirect_uri", "")
     if not encodes_bytes(code, SECRET_BYTES) or not _VERIFIER.fullmatch(verifier):
-        return TokenError(400, "invalid_grant")
+        raise OAuthError(400, "invalid_grant")
     if redirect_uri not in client.redirect_uris:
-        return TokenError(400, "invalid_grant")
+        raise OAuthError(400, "invalid_grant")
     return CodeExchange(client.client_id, code, verifier, redirect_uri)
 
 
-def _refresh(form: Mapping[str, str], client: RegisteredClient) -> RefreshRequest | TokenError:
+def _refresh(form: Mapping[str, str], client: RegisteredClient) -> RefreshRequest:
     if any(name in form for name in ("code", "code_verifier", "redirect_uri")):
-        return TokenError(400, "invalid_request")
+        raise OAuthError(400, "invalid_request")
     token = form.get("refresh_token", "")
     if not encodes_bytes(token, SECRET_BYTES):
-        return TokenError(400, "invalid_grant")
+        raise OAuthError(400, "invalid_grant")
     scopes = None
     if "scope" in form:
         scopes = parse_scope(form["scope"])
         if scopes is None:
-            return TokenError(400, "invalid_scope")
+            raise OAuthError(400, "invalid_scope")
     return RefreshRequest(client.client_id, token, scopes)

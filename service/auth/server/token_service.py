@@ -4,18 +4,20 @@ A code is read, checked (client, redirect, PKCE, its grant) and charged to the g
 before it is consumed, and consumed only if it is still the very record that was checked: a
 wrong verifier does not burn a good code, a rate-limited exchange leaves it redeemable, and
 of two racing exchanges one wins. Refresh rotation is one atomic step in the store.
+A refusal is raised as an OAuthError; the store's exceptions are translated here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Final, Protocol
+from typing import Protocol
 
 import msgspec
 
 from schemas.scopes import Scope
 from service.auth.resource.profile import AccessTokenClaims, claims_for
+from service.auth.server.errors import OAuthError
 from service.auth.server.store import GrantStore, RefreshStore
 from service.auth.server.store.errors import (
     InvalidGrant,
@@ -57,18 +59,6 @@ class TokenResponse(msgspec.Struct, frozen=True):
         return f"TokenResponse(scope={self.scope!r}, expires_in={self.expires_in})"
 
 
-class TokenRefused(msgspec.Struct, frozen=True):
-    """A refusal: status, OAuth error code, and Retry-After seconds for 429."""
-
-    status: int
-    error: str
-    retry_after_s: int = 0
-
-
-INVALID_GRANT: Final = TokenRefused(400, "invalid_grant")
-UNAVAILABLE: Final = TokenRefused(503, "temporarily_unavailable")
-
-
 def pkce_matches(verifier: str, challenge: str) -> bool:
     """Compare base64url(SHA-256(verifier)) with the stored challenge in constant time."""
     digest = hashlib.sha256(verifier.encode("ascii")).digest()
@@ -83,12 +73,12 @@ async def exchange_code(
     who: Issuer,
     request: CodeExchange,
     now: int,
-) -> TokenResponse | TokenRefused:
+) -> TokenResponse:
     """Redeem an authorization code for an access token and a new refresh family."""
     try:
         read = await grants.read_code(request.code)
         if read is None:
-            return INVALID_GRANT
+            raise OAuthError(400, "invalid_grant")
         code = read.record
         if (
             code.subject != who.subject
@@ -98,41 +88,41 @@ async def exchange_code(
             or code.expires_unix <= now
             or not pkce_matches(request.code_verifier, code.code_challenge)
         ):
-            return INVALID_GRANT
+            raise OAuthError(400, "invalid_grant")
         grant = await grants.get(read.grant_id)
         if grant is None or not grant.serves(request.client_id, who.subject, who.resource, now):
-            return INVALID_GRANT
+            raise OAuthError(400, "invalid_grant")
         budget = await grants.spend_budget(read.grant_id)
         if not budget.allowed:
-            return TokenRefused(429, "temporarily_unavailable", budget.retry_after_s)
+            raise OAuthError(429, "temporarily_unavailable", budget.retry_after_s)
         if not await grants.consume_code(request.code, read.raw):
-            return INVALID_GRANT  # another exchange won
+            raise OAuthError(400, "invalid_grant")  # another exchange won
         refresh = await refreshes.issue(read.grant_id, request.client_id)
         gid = read.grant_id.reveal()
         response = _response(signer, who, grant, gid, code.scopes, refresh.reveal(), now)
         if not await grants.grant_active(gid, request.client_id, who.subject, code.scopes):
-            return INVALID_GRANT  # revoked while the token was being made
+            raise OAuthError(400, "invalid_grant")  # revoked while the token was being made
     except InvalidGrant:
-        return INVALID_GRANT
+        raise OAuthError(400, "invalid_grant") from None
     except StoreError:
-        return UNAVAILABLE
+        raise OAuthError(503, "temporarily_unavailable") from None
     return response
 
 
 async def refresh_tokens(
     refreshes: RefreshStore, signer: Signer, who: Issuer, request: RefreshRequest, now: int
-) -> TokenResponse | TokenRefused:
+) -> TokenResponse:
     """Rotate a refresh token: a new one, and an access token for the grant's (or fewer) scopes."""
     try:
         rotation = await refreshes.rotate(request.refresh_token, request.client_id, request.scopes)
     except RateLimited as limited:
-        return TokenRefused(429, "temporarily_unavailable", limited.retry_after_s)
+        raise OAuthError(429, "temporarily_unavailable", limited.retry_after_s) from None
     except ScopeRevoked:
-        return TokenRefused(400, "invalid_scope")
+        raise OAuthError(400, "invalid_scope") from None
     except InvalidGrant:
-        return INVALID_GRANT
+        raise OAuthError(400, "invalid_grant") from None
     except StoreError:
-        return UNAVAILABLE
+        raise OAuthError(503, "temporarily_unavailable") from None
     gid = rotation.grant_id.reveal()
     return _response(
         signer, who, rotation.grant, gid, rotation.scopes, rotation.refresh_token.reveal(), now

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from schemas.secret import Secret
 from service.auth.server.bootstrap import bootstrap_token_hash
+from service.auth.server.errors import OAuthError
 from service.auth.server.store import (
     PASSKEY_BEGIN,
     PASSKEY_FINISH,
@@ -20,8 +21,8 @@ from service.auth.server.store import (
 from service.auth.server.store.records import ChallengePurpose, OwnerRecord
 from service.wire.b64url import decode_b64url
 
-from .endpoint import BrowserContext, json_refusal
-from .guard import Refusal, csrf_matches, header_csrf, read_json
+from .endpoint import BrowserContext
+from .guard import csrf_matches, header_csrf, read_json
 from .passkeys import NewPasskey, PasskeyRefused, PasskeyUse, challenge_of
 from .session import Visit, posting_visit, recently_signed_in, set_cookie, spend
 
@@ -70,14 +71,10 @@ class Ceremonies:
     def __init__(self, context: BrowserContext) -> None:
         self.context = context
 
-    async def _visit(
-        self, request: web.Request, store: OAuthStore, rule: BudgetRule
-    ) -> Visit | Refusal:
+    async def _visit(self, request: web.Request, store: OAuthStore, rule: BudgetRule) -> Visit:
         visit = await posting_visit(store, request, self.context.config.issuer)
-        if isinstance(visit, Refusal):
-            return visit
         if not csrf_matches(header_csrf(request), visit.csrf):
-            return Refusal(403, "bad_csrf")
+            raise OAuthError(403, "bad_csrf")
         await spend(store, rule, visit.session.handle)
         return visit
 
@@ -86,15 +83,9 @@ class Ceremonies:
         only on a session signed in within five minutes."""
         store = self.context.store()
         visit = await self._visit(request, store, PASSKEY_BEGIN)
-        if isinstance(visit, Refusal):
-            return json_refusal(visit)
         body = await read_json(request, RegisterBegin)
-        if isinstance(body, Refusal):
-            return json_refusal(body)
         owner = await store.owner.load()
         purpose = await self._purpose(store, visit, owner, body.bootstrap_token)
-        if isinstance(purpose, Refusal):
-            return json_refusal(purpose)
         existing = () if owner is None else owner.credentials
         challenge = await store.sessions.put_challenge(visit.session, purpose)
         options = self.context.relying_party.registration_options(challenge.reveal(), existing)
@@ -104,72 +95,62 @@ class Ceremonies:
         """Verify the new passkey and enrol it (atomically with the owner, the first time)."""
         store = self.context.store()
         visit = await self._visit(request, store, PASSKEY_FINISH)
-        if isinstance(visit, Refusal):
-            return json_refusal(visit)
         body = await read_json(request, RegisterFinish)
-        if isinstance(body, Refusal):
-            return json_refusal(body)
         challenge = challenge_of(body.credential.response.clientDataJSON)
         if challenge is None:
-            return json_refusal(Refusal(400, "malformed_request"))
+            raise OAuthError(400, "malformed_request")
         owner = await store.owner.load()
         purpose = await self._purpose(store, visit, owner, body.bootstrap_token)
-        if isinstance(purpose, Refusal):
-            return json_refusal(purpose)
         if await store.sessions.take_challenge(challenge, visit.session, purpose) is None:
-            return json_refusal(Refusal(400, "ceremony_expired"))
+            raise OAuthError(400, "ceremony_expired")
         try:
             credential = self.context.relying_party.verify_registration(
                 body.credential, challenge, self.context.now()
             )
         except PasskeyRefused:
-            return json_refusal(Refusal(400, "passkey_refused"))
+            raise OAuthError(400, "passkey_refused") from None
         if purpose == "bootstrap":
             assert body.bootstrap_token is not None
             enrolled = await store.owner.complete_bootstrap(
                 Secret(body.bootstrap_token), credential
             )
             if enrolled is None:
-                return json_refusal(Refusal(409, "enrollment_refused"))
+                raise OAuthError(409, "enrollment_refused")
         else:
             try:
                 await store.owner.add_credential(credential)
             except CredentialRefused:
-                return json_refusal(Refusal(409, "passkey_not_added"))
+                raise OAuthError(409, "passkey_not_added") from None
         return web.json_response({"ok": True})
 
     async def _purpose(
         self, store: OAuthStore, visit: Visit, owner: OwnerRecord | None, token: str | None
-    ) -> ChallengePurpose | Refusal:
+    ) -> ChallengePurpose:
         """Which registration this is, or why it may not happen."""
         if token is not None:  # a bootstrap attempt
             if owner is not None or await store.owner.bootstrap_disabled():
                 if not visit.signed_in:
-                    return Refusal(401, "sign_in_required")
-                return Refusal(403, "enrollment_disabled")
+                    raise OAuthError(401, "sign_in_required")
+                raise OAuthError(403, "enrollment_disabled")
             if not bootstrap_token_ok(token, self.context.config.bootstrap_hash):
-                return Refusal(403, "bootstrap_refused")
+                raise OAuthError(403, "bootstrap_refused")
             return "bootstrap"
         if owner is None:
             if await store.owner.bootstrap_disabled():
-                return Refusal(403, "enrollment_disabled")
-            return Refusal(403, "bootstrap_refused")
+                raise OAuthError(403, "enrollment_disabled")
+            raise OAuthError(403, "bootstrap_refused")
         if not recently_signed_in(visit, self.context.now()):
-            return Refusal(401, "sign_in_required")
+            raise OAuthError(401, "sign_in_required")
         return "register"
 
     async def login_begin(self, request: web.Request) -> web.StreamResponse:
         """Start a passkey sign-in for the owner's passkeys."""
         store = self.context.store()
         visit = await self._visit(request, store, PASSKEY_BEGIN)
-        if isinstance(visit, Refusal):
-            return json_refusal(visit)
-        body = await read_json(request, LoginBegin)
-        if isinstance(body, Refusal):
-            return json_refusal(body)
+        await read_json(request, LoginBegin)  # an empty object, checked
         owner = await store.owner.load()
         if owner is None:
-            return json_refusal(Refusal(409, "no_owner"))
+            raise OAuthError(409, "no_owner")
         challenge = await store.sessions.put_challenge(visit.session, "login")
         options = self.context.relying_party.authentication_options(
             challenge.reveal(), owner.credentials
@@ -180,17 +161,13 @@ class Ceremonies:
         """Verify the assertion, rotate the session to a signed-in one, say where to go next."""
         store = self.context.store()
         visit = await self._visit(request, store, PASSKEY_FINISH)
-        if isinstance(visit, Refusal):
-            return json_refusal(visit)
         body = await read_json(request, LoginFinish)
-        if isinstance(body, Refusal):
-            return json_refusal(body)
         used = body.credential
         challenge = challenge_of(used.response.clientDataJSON)
         if challenge is None:
-            return json_refusal(Refusal(400, "malformed_request"))
+            raise OAuthError(400, "malformed_request")
         if await store.sessions.take_challenge(challenge, visit.session, "login") is None:
-            return json_refusal(Refusal(400, "ceremony_expired"))
+            raise OAuthError(400, "ceremony_expired")
         owner = await store.owner.load()
         found = (
             []
@@ -198,16 +175,16 @@ class Ceremonies:
             else [c for c in owner.credentials if c.credential_id == used.rawId == used.id]
         )
         if not found:
-            return json_refusal(Refusal(400, "passkey_refused"))
+            raise OAuthError(400, "passkey_refused")
         try:
             count = self.context.relying_party.verify_authentication(used, challenge, found[0])
         except PasskeyRefused:
-            return json_refusal(Refusal(400, "passkey_refused"))
+            raise OAuthError(400, "passkey_refused") from None
         if not await store.owner.update_sign_count(found[0].credential_id, count):
-            return json_refusal(Refusal(400, "passkey_refused"))
+            raise OAuthError(400, "passkey_refused")
         signed = await store.sessions.rotate_on_sign_in(visit.cookie, visit.session)
         if signed is None:
-            return json_refusal(Refusal(409, "session_changed"))
+            raise OAuthError(409, "session_changed")
         pending = signed.pending_request
         next_url = (
             "/oauth/grants" if pending is None else f"/oauth/consent?request={pending.reveal()}"

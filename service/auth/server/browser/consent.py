@@ -8,11 +8,12 @@ from aiohttp import web
 
 from schemas.scopes import BASE_SCOPE, SCOPE_ORDER, Scope
 from service.auth.server.authorize_request import redirect_with, single_valued
+from service.auth.server.errors import OAuthError
 from service.auth.server.store import GrantLimitReached, OAuthStore
 from service.auth.server.store.records import PendingConsent
 
-from .endpoint import BrowserContext, page_refusal, see_other
-from .guard import Refusal, csrf_matches, one, read_form
+from .endpoint import BrowserContext, see_other
+from .guard import csrf_matches, one, read_form
 from .pages import consent_page
 from .session import Visit, posting_visit, signed_in
 
@@ -48,10 +49,10 @@ class ConsentPages:
             else await store.sessions.peek_consent(request_id, visit.session)
         )
         if request_id is None or pending is None:
-            return page_refusal(Refusal(400, "unknown_request"))
+            raise OAuthError(400, "unknown_request")
         client = self.context.clients.get(pending.request.client_id)
         if client is None:
-            return page_refusal(Refusal(400, "unknown_client"))
+            raise OAuthError(400, "unknown_client")
         return consent_page(
             csrf=visit.csrf,
             request_id=request_id,
@@ -64,44 +65,37 @@ class ConsentPages:
     async def decide(self, request: web.Request) -> web.StreamResponse:
         """Approve (grant + code) or deny the pending request; either way back to the client."""
         store = self.context.store()
-        checked = await self._checked_form(request, store)
-        if isinstance(checked, Refusal):
-            return page_refusal(checked)
-        visit, request_id, decision, scopes = checked
+        visit, request_id, decision, scopes = await self._checked_form(request, store)
         pending = await store.sessions.peek_consent(request_id, visit.session)
         if pending is None:
-            return page_refusal(Refusal(400, "unknown_request"))
+            raise OAuthError(400, "unknown_request")
         approved = approved_scopes(scopes, pending.request.scopes)
         if decision == "approve" and approved is None:
-            return page_refusal(Refusal(400, "bad_scope"))
+            raise OAuthError(400, "bad_scope")
         # Consumed before anything is issued: a second submit finds nothing.
         taken = await store.sessions.take_consent(request_id, visit.session)
         if taken is None or taken != pending:
-            return page_refusal(Refusal(400, "unknown_request"))
+            raise OAuthError(400, "unknown_request")
         if decision == "deny" or approved is None:
             return see_other(self._answer(taken, [("error", "access_denied")]))
         return await self._approve(store, taken, approved)
 
     async def _checked_form(
         self, request: web.Request, store: OAuthStore
-    ) -> tuple[Visit, str, str, list[str]] | Refusal:
+    ) -> tuple[Visit, str, str, list[str]]:
         visit = await posting_visit(store, request, self.context.config.issuer)
-        if isinstance(visit, Refusal):
-            return visit
         fields = await read_form(request)
-        if isinstance(fields, Refusal):
-            return fields
         if not csrf_matches(one(fields, "csrf"), visit.csrf):
-            return Refusal(403, "bad_csrf")
+            raise OAuthError(403, "bad_csrf")
         if not visit.signed_in:
-            return Refusal(403, "sign_in_required")
+            raise OAuthError(403, "sign_in_required")
         request_id, decision = one(fields, "request"), one(fields, "decision")
         if (
             request_id is None
             or decision not in DECISIONS
             or set(fields) - {"csrf", "request", "decision", "scope"}
         ):
-            return Refusal(400, "malformed_form")
+            raise OAuthError(400, "malformed_form")
         assert decision is not None
         return visit, request_id, decision, fields.get("scope", [])
 
@@ -111,13 +105,13 @@ class ConsentPages:
         asked = pending.request
         client = self.context.clients.get(asked.client_id)
         if client is None:
-            return page_refusal(Refusal(400, "unknown_client"))
+            raise OAuthError(400, "unknown_client")
         try:
             grant_id, grant = await store.grants.create(
                 client.client_id, client.client_name, scopes
             )
         except GrantLimitReached:
-            return page_refusal(Refusal(409, "too_many_grants"))
+            raise OAuthError(409, "too_many_grants") from None
         code = await store.grants.put_code(
             grant_id, grant, redirect_uri=asked.redirect_uri, code_challenge=asked.code_challenge
         )

@@ -1,4 +1,8 @@
-"""What the browser handlers share: configuration, the store, the clock, and error answers."""
+"""What the browser handlers share: configuration, the store, the clock, and error answers.
+
+A handler raises an OAuthError to refuse; its wrapper (`json_endpoint` or `page_endpoint`) is the
+one place that renders it, with the store's trouble as 503 and a 429 with Retry-After.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,13 @@ from typing import Final
 from aiohttp import web
 
 from service.auth.server.client_metadata import CHATGPT, PinnedClient
+from service.auth.server.errors import RETRY_AFTER, OAuthError
 from service.auth.server.store import OAuthStore, StoreError
 from service.config import Client, FirstPartyConfig
 
-from .guard import Refusal
 from .pages import error_page
 from .passkeys import RelyingParty
-from .session import Limited
 
-RETRY_AFTER_S: Final = "60"
 StoreSource = Callable[[], OAuthStore | None]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MESSAGES: Final = {
@@ -38,10 +40,6 @@ MESSAGES: Final = {
 }
 
 
-class Unavailable(Exception):
-    """No store is configured or reachable right now."""
-
-
 class BrowserContext:
     """Configuration, store source and clock of the owner's browser flow."""
 
@@ -60,10 +58,10 @@ class BrowserContext:
         self.relying_party = RelyingParty(config.issuer, config.owner)
 
     def store(self) -> OAuthStore:
-        """The store, or Unavailable."""
+        """The store; none configured or reachable right now is 503."""
         store = self.store_of()
         if store is None:
-            raise Unavailable
+            raise OAuthError(503, "unavailable")
         return store
 
     def now(self) -> int:
@@ -71,40 +69,42 @@ class BrowserContext:
         return int(self.clock())
 
 
-def json_refusal(refusal: Refusal) -> web.Response:
+def _json(refusal: OAuthError) -> web.Response:
     """A refusal as the JSON passkey endpoints answer it."""
-    return web.json_response({"error": refusal.reason}, status=refusal.status)
+    return web.json_response({"error": refusal.error}, status=refusal.status)
 
 
-def page_refusal(refusal: Refusal) -> web.Response:
+def _page(refusal: OAuthError) -> web.Response:
     """A refusal as a short page."""
-    return error_page(refusal.status, MESSAGES.get(refusal.reason, "This request was refused."))
+    return error_page(refusal.status, MESSAGES.get(refusal.error, "This request was refused."))
 
 
-def _endpoint(handler: Handler, refuse: Callable[[Refusal], web.Response]) -> Handler:
-    """Map rate limits to 429 (with Retry-After) and store trouble to 503, rendered by `refuse`."""
+def _endpoint(handler: Handler, render: Callable[[OAuthError], web.Response]) -> Handler:
+    """Render the handler's refusal, store trouble as 503 and a 429 with Retry-After."""
 
     async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
-        except Limited:
-            answer = refuse(Refusal(429, "rate_limited"))
-            answer.headers["Retry-After"] = RETRY_AFTER_S
-            return answer
-        except (StoreError, Unavailable):
-            return refuse(Refusal(503, "unavailable"))
+        except OAuthError as refused:
+            refusal = refused
+        except StoreError:
+            refusal = OAuthError(503, "unavailable")
+        answer = render(refusal)
+        if refusal.status == 429:
+            answer.headers["Retry-After"] = RETRY_AFTER
+        return answer
 
     return wrapped
 
 
 def json_endpoint(handler: Handler) -> Handler:
     """The refusals of a JSON endpoint, as JSON."""
-    return _endpoint(handler, json_refusal)
+    return _endpoint(handler, _json)
 
 
 def page_endpoint(handler: Handler) -> Handler:
     """The refusals of a page, as pages."""
-    return _endpoint(handler, page_refusal)
+    return _endpoint(handler, _page)
 
 
 def see_other(location: str) -> web.Response:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from service.auth.server.authorize_request import AuthorizeRequest
+from service.auth.server.routes import by_method
 from service.auth.server.store import AUTHORIZE, OAuthStore
 from service.auth.server.store.records import ConsentRequest
 from service.config import FirstPartyConfig
@@ -101,20 +102,4 @@ class OwnerBrowser(BrowserContext):
         for name in ASSETS:
             routes[f"/oauth/assets/{name}"] = {"GET": self.assets.serve}
         for path, methods in routes.items():
-            app.router.add_route("*", path, _by_method(methods))
-
-
-def _by_method(methods: dict[str, Handler]) -> Handler:
-    """Dispatch on the method (HEAD as GET); others get 405 with Allow and invalid_request."""
-    allow = ", ".join(methods)
-
-    async def dispatch(request: web.Request) -> web.StreamResponse:
-        method = "GET" if request.method == "HEAD" else request.method
-        handler = methods.get(method)
-        if handler is None:
-            return web.json_response(
-                {"error": "invalid_request"}, status=405, headers={"Allow": allow}
-            )
-        return await handler(request)
-
-    return dispatch
+            app.router.add_route("*", path, by_method(methods))

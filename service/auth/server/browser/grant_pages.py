@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from service.auth.server.errors import OAuthError
 from service.auth.server.store import OAuthStore
 
-from .endpoint import BrowserContext, page_refusal, see_other
-from .guard import Refusal, csrf_matches, one, read_form
+from .endpoint import BrowserContext, see_other
+from .guard import csrf_matches, one, read_form
 from .pages import grants_page
 from .session import Visit, clear_cookie, posting_visit, signed_in
 
@@ -36,39 +37,30 @@ class GrantPages:
     async def revoke(self, request: web.Request) -> web.StreamResponse:
         """Delete the grant posted as `grant=<handle>`; its tokens stop working at once."""
         store = self.context.store()
-        checked = await self._form(request, store, "grant")
-        if isinstance(checked, Refusal):
-            return page_refusal(checked)
-        visit, handle = checked
+        visit, handle = await self._form(request, store, "grant")
         if not visit.signed_in:
-            return page_refusal(Refusal(403, "sign_in_required"))
+            raise OAuthError(403, "sign_in_required")
         await store.grants.revoke(handle)
         return see_other("/oauth/grants")
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
         """End the browser session (grants stay) and go to the sign-in page."""
         store = self.context.store()
-        checked = await self._form(request, store, None)
-        if isinstance(checked, Refusal):
-            return page_refusal(checked)
-        await store.sessions.delete(checked[0].cookie)
+        visit, _ = await self._form(request, store, None)
+        await store.sessions.delete(visit.cookie)
         answer = see_other("/oauth/login")
         clear_cookie(answer)
         return answer
 
     async def _form(
         self, request: web.Request, store: OAuthStore, field: str | None
-    ) -> tuple[Visit, str] | Refusal:
+    ) -> tuple[Visit, str]:
         visit = await posting_visit(store, request, self.context.config.issuer)
-        if isinstance(visit, Refusal):
-            return visit
         fields = await read_form(request)
-        if isinstance(fields, Refusal):
-            return fields
         if not csrf_matches(one(fields, "csrf"), visit.csrf):
-            return Refusal(403, "bad_csrf")
+            raise OAuthError(403, "bad_csrf")
         expected = {"csrf"} if field is None else {"csrf", field}
         value = "" if field is None else one(fields, field)
         if value is None or set(fields) != expected:
-            return Refusal(400, "malformed_form")
+            raise OAuthError(400, "malformed_form")
         return visit, value

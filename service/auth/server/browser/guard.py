@@ -1,8 +1,8 @@
 """What every browser POST must show: one same-origin Origin, a same-origin fetch, the CSRF
 value, and a small body of the declared type.
 
-The checks answer with a ready HTTP error (`Refusal`) instead of raising, so each endpoint
-decides whether that error is a page or JSON.
+A failed check raises an OAuthError; the endpoint wrapper (`endpoint.py`) renders it as a page
+or as JSON.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl
 import msgspec
 from aiohttp import web
 
+from service.auth.server.errors import OAuthError
 from service.wire.strict_json import StrictJsonError, parse_object
 
 MAX_BODY_BYTES: Final = 64 * 1024
@@ -25,22 +26,12 @@ CSRF_HEADER: Final = "X-CSRF-Token"
 S = TypeVar("S", bound=msgspec.Struct)
 
 
-class Refusal(msgspec.Struct, frozen=True):
-    """A browser request refused before any state changed: HTTP status and a short reason."""
-
-    status: int
-    reason: str
-
-
-def same_origin(request: web.Request, issuer: str) -> Refusal | None:
+def same_origin(request: web.Request, issuer: str) -> None:
     """Refuse a POST without exactly one Origin equal to the issuer, or sent cross-site."""
     origins = request.headers.getall("Origin", [])
-    if len(origins) != 1 or origins[0] != issuer:
-        return Refusal(403, "cross_origin")
     sites = request.headers.getall("Sec-Fetch-Site", [])
-    if sites and sites != ["same-origin"]:
-        return Refusal(403, "cross_origin")
-    return None
+    if len(origins) != 1 or origins[0] != issuer or (sites and sites != ["same-origin"]):
+        raise OAuthError(403, "cross_origin")
 
 
 def csrf_matches(presented: str | None, expected: str) -> bool:
@@ -56,29 +47,27 @@ def header_csrf(request: web.Request) -> str | None:
     return values[0] if len(values) == 1 else None
 
 
-async def read_body(request: web.Request, media_type: str) -> bytes | Refusal:
+async def read_body(request: web.Request, media_type: str) -> bytes:
     """Read a body of the given media type, at most 64 KiB (415 for another type, 413 beyond)."""
     if request.content_type != media_type:
-        return Refusal(415, "unsupported_media_type")
+        raise OAuthError(415, "unsupported_media_type")
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        return Refusal(413, "body_too_large")
+        raise OAuthError(413, "body_too_large")
     body = await request.content.read(MAX_BODY_BYTES + 1)
     if len(body) > MAX_BODY_BYTES:
-        return Refusal(413, "body_too_large")
+        raise OAuthError(413, "body_too_large")
     return body
 
 
-async def read_form(request: web.Request) -> dict[str, list[str]] | Refusal:
+async def read_form(request: web.Request) -> dict[str, list[str]]:
     """Read a URL-encoded form into every field's values (strict: no malformed pairs)."""
     body = await read_body(request, FORM_TYPE)
-    if isinstance(body, Refusal):
-        return body
     try:
         pairs = parse_qsl(
             body.decode("ascii"), keep_blank_values=True, strict_parsing=bool(body), errors="strict"
         )
     except (UnicodeDecodeError, ValueError):
-        return Refusal(400, "malformed_form")
+        raise OAuthError(400, "malformed_form") from None
     fields: dict[str, list[str]] = {}
     for name, value in pairs:
         fields.setdefault(name, []).append(value)
@@ -91,13 +80,11 @@ def one(fields: dict[str, list[str]], name: str) -> str | None:
     return values[0] if len(values) == 1 else None
 
 
-async def read_json(request: web.Request, kind: type[S]) -> S | Refusal:
+async def read_json(request: web.Request, kind: type[S]) -> S:
     """Read a strict JSON object into `kind` (unknown members refused, no repeated names)."""
     body = await read_body(request, JSON_TYPE)
-    if isinstance(body, Refusal):
-        return body
     try:
         value = parse_object(body, max_depth=MAX_JSON_DEPTH)
         return msgspec.convert(value, kind, strict=True)
     except (StrictJsonError, msgspec.ValidationError):
-        return Refusal(400, "malformed_request")
+        raise OAuthError(400, "malformed_request") from None

@@ -8,6 +8,7 @@ import msgspec
 from aiohttp import web
 
 from schemas.secret import Secret
+from service.auth.server.errors import OAuthError
 from service.auth.server.store import (
     BROWSER,
     NEW_ANONYMOUS_SESSION,
@@ -16,18 +17,10 @@ from service.auth.server.store import (
     SessionView,
 )
 
-from .guard import Refusal, same_origin
+from .guard import same_origin
 
 COOKIE: Final = "__Host-angelos"
 RECENT_SIGN_IN_S: Final = 5 * 60  # adding a passkey needs a sign-in this recent
-
-
-class Limited(Exception):
-    """A rate budget is exhausted: answer 429 with Retry-After."""
-
-    def __init__(self, retry_after_s: int) -> None:
-        super().__init__("rate limit reached")
-        self.retry_after_s = retry_after_s
 
 
 class Visit(msgspec.Struct, frozen=True):
@@ -67,10 +60,10 @@ def clear_cookie(response: web.StreamResponse) -> None:
 
 
 async def spend(store: OAuthStore, rule: BudgetRule, scope: str = "") -> None:
-    """Spend one use of a budget; Limited when it is exhausted."""
+    """Spend one use of a budget; 429 rate_limited when it is exhausted."""
     budget = await store.budgets.spend(rule, scope)
     if not budget.allowed:
-        raise Limited(budget.retry_after_s)
+        raise OAuthError(429, "rate_limited", budget.retry_after_s)
 
 
 async def current(store: OAuthStore, request: web.Request) -> Visit | None:
@@ -94,13 +87,13 @@ async def signed_in(store: OAuthStore, request: web.Request) -> Visit | None:
     return visit if visit is not None and visit.signed_in else None
 
 
-async def posting_visit(store: OAuthStore, request: web.Request, issuer: str) -> Visit | Refusal:
+async def posting_visit(store: OAuthStore, request: web.Request, issuer: str) -> Visit:
     """The session of a browser POST that passed the same-origin check; none is 403."""
-    refused = same_origin(request, issuer)
-    if refused is not None:
-        return refused
+    same_origin(request, issuer)
     visit = await current(store, request)
-    return Refusal(403, "no_session") if visit is None else visit
+    if visit is None:
+        raise OAuthError(403, "no_session")
+    return visit
 
 
 async def current_or_new(store: OAuthStore, request: web.Request) -> Visit:
