@@ -34,7 +34,11 @@ from service.auth.server.errors import RETRY_AFTER, AuthorizeError, OAuthError
 from service.auth.server.signing import Signer
 from service.auth.server.store import CLIENT_METADATA_FETCH, OAuthStore
 from service.auth.server.store.errors import StoreError
-from service.auth.server.token_request import CodeExchange, validate_token_request
+from service.auth.server.token_request import (
+    MAX_BODY_BYTES,
+    CodeExchange,
+    validate_token_request,
+)
 from service.auth.server.token_service import (
     Issuer,
     TokenResponse,
@@ -193,7 +197,7 @@ class AuthorizationServer:
         return await self.browser.authorize(request, valid)
 
     async def _token(self, request: web.Request) -> web.StreamResponse:
-        body = await request.content.read(16385)
+        body = await request.content.read(MAX_BODY_BYTES + 1)
         try:
             verdict = validate_token_request(
                 query=request.query_string,
@@ -210,7 +214,7 @@ class AuthorizationServer:
         if store is None:
             raise OAuthError(503, "temporarily_unavailable")
         now = int(self.clock())
-        grant_type = "authorization_code" if isinstance(verdict, CodeExchange) else "refresh_token"
+        grant_type = type(verdict).__struct_config__.tag  # the union's tag: the grant_type read
         try:
             if isinstance(verdict, CodeExchange):
                 answer = await exchange_code(

@@ -1,4 +1,11 @@
-"""Validation of a token request before any state is read: method, headers, body and form."""
+"""Validation of a token request before any state is read: method, headers, body and form.
+
+The form is decoded as a tagged union on `grant_type` (one Struct per grant), then each grant's
+parameters are checked. Every refusal is an OAuthError (400), raised in this order: the request
+itself (invalid_request), the client (invalid_client), the resource (invalid_target), the grant
+type (unsupported_grant_type), the other grant's parameters (invalid_request), then the grant's
+own values (invalid_grant, then invalid_scope).
+"""
 
 from __future__ import annotations
 
@@ -26,21 +33,30 @@ FORBIDDEN_PARAMETERS: Final = (
 _VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}")
 
 
-class CodeExchange(msgspec.Struct, frozen=True):
-    """An authorization_code grant request, well formed."""
+class CodeExchange(msgspec.Struct, frozen=True, tag_field="grant_type", tag="authorization_code"):
+    """An authorization_code grant request (an absent parameter decodes as "")."""
 
     client_id: str
-    code: str
-    code_verifier: str
-    redirect_uri: str
+    code: str = ""
+    code_verifier: str = ""
+    redirect_uri: str = ""
 
 
-class RefreshRequest(msgspec.Struct, frozen=True):
-    """A refresh_token grant request, well formed; scopes None keeps the grant's."""
+class RefreshRequest(msgspec.Struct, frozen=True, tag_field="grant_type", tag="refresh_token"):
+    """A refresh_token grant request; scopes None keeps the grant's."""
 
     client_id: str
-    refresh_token: str
-    scopes: tuple[Scope, ...] | None
+    refresh_token: str = ""
+    # `scope` on the wire, a space-separated list: parse_scope reads it after the token's check.
+    scopes: tuple[Scope, ...] | None = msgspec.field(default=None, name="scope")
+
+
+TokenRequest = CodeExchange | RefreshRequest
+# A request of one grant may not carry the other grant's parameters.
+_FOREIGN: Final[Mapping[type[TokenRequest], tuple[str, ...]]] = {
+    CodeExchange: ("refresh_token", "scope"),
+    RefreshRequest: ("code", "code_verifier", "redirect_uri"),
+}
 
 
 def validate_token_request(
@@ -51,54 +67,69 @@ def validate_token_request(
     body: bytes,
     clients: Mapping[str, RegisteredClient],
     resource: str,
-) -> CodeExchange | RefreshRequest:
+) -> TokenRequest:
     """Check a POST to /oauth/token (the route answers other methods 405); OAuthError if not."""
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    if query or has_authorization or media_type != "application/x-www-form-urlencoded":
-        raise OAuthError(400, "invalid_request")
-    if len(body) > MAX_BODY_BYTES:
-        raise OAuthError(400, "invalid_request")
-    try:
-        text = body.decode("ascii")
-    except UnicodeDecodeError:
-        raise OAuthError(400, "invalid_request") from None
-    form = single_valued(text)
-    if form is None or any(name in form for name in FORBIDDEN_PARAMETERS):
+    form = _form(query, has_authorization, content_type, body)
+    if form is None:
         raise OAuthError(400, "invalid_request")
     client = clients.get(form.get("client_id", ""))
     if client is None:
         raise OAuthError(400, "invalid_client")
     if form.get("resource") != resource:
         raise OAuthError(400, "invalid_target")
-    grant_type = form.get("grant_type")
-    if grant_type == "authorization_code":
-        return _code_exchange(form, client)
-    if grant_type == "refresh_token":
-        return _refresh(form, client)
-    raise OAuthError(400, "unsupported_grant_type")
-
-
-def _code_exchange(form: Mapping[str, str], client: RegisteredClient) -> CodeExchange:
-    if "refresh_token" in form or "scope" in form:
+    request = _decode(form)
+    if any(name in form for name in _FOREIGN[type(request)]):
         raise OAuthError(400, "invalid_request")
-    code, verifier = form.get("code", ""), form.get("code_verifier", "")
-    redirect_uri = form.get("redirect_uri", "")
-    if not encodes_bytes(code, SECRET_BYTES) or not _VERIFIER.fullmatch(verifier):
-        raise OAuthError(400, "invalid_grant")
-    if redirect_uri not in client.redirect_uris:
-        raise OAuthError(400, "invalid_grant")
-    return CodeExchange(client.client_id, code, verifier, redirect_uri)
+    if isinstance(request, CodeExchange):
+        return _checked_exchange(request, client)
+    return _checked_refresh(request, form.get("scope"))
 
 
-def _refresh(form: Mapping[str, str], client: RegisteredClient) -> RefreshRequest:
-    if any(name in form for name in ("code", "code_verifier", "redirect_uri")):
-        raise OAuthError(400, "invalid_request")
-    token = form.get("refresh_token", "")
-    if not encodes_bytes(token, SECRET_BYTES):
+def _form(
+    query: str, has_authorization: bool, content_type: str, body: bytes
+) -> dict[str, str] | None:
+    """The single-valued form of a bare urlencoded POST; None when the request is malformed."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if query or has_authorization or media_type != "application/x-www-form-urlencoded":
+        return None
+    if len(body) > MAX_BODY_BYTES:
+        return None
+    try:
+        form = single_valued(body.decode("ascii"))
+    except UnicodeDecodeError:
+        return None
+    if form is None or any(name in form for name in FORBIDDEN_PARAMETERS):
+        return None
+    return form
+
+
+def _decode(form: Mapping[str, str]) -> TokenRequest:
+    """The grant's Struct, chosen by `grant_type`. Every value is a string and every field but
+    the tag and client_id (known by now) has a default, so only the tag can fail to decode."""
+    fields = {name: value for name, value in form.items() if name != "scope"}
+    try:
+        request: TokenRequest = msgspec.convert(fields, TokenRequest, strict=True)
+    except msgspec.ValidationError:
+        raise OAuthError(400, "unsupported_grant_type") from None
+    return request
+
+
+def _checked_exchange(request: CodeExchange, client: RegisteredClient) -> CodeExchange:
+    if not encodes_bytes(request.code, SECRET_BYTES) or not _VERIFIER.fullmatch(
+        request.code_verifier
+    ):
         raise OAuthError(400, "invalid_grant")
-    scopes = None
-    if "scope" in form:
-        scopes = parse_scope(form["scope"])
-        if scopes is None:
-            raise OAuthError(400, "invalid_scope")
-    return RefreshRequest(client.client_id, token, scopes)
+    if request.redirect_uri not in client.redirect_uris:
+        raise OAuthError(400, "invalid_grant")
+    return request
+
+
+def _checked_refresh(request: RefreshRequest, scope: str | None) -> RefreshRequest:
+    if not encodes_bytes(request.refresh_token, SECRET_BYTES):
+        raise OAuthError(400, "invalid_grant")
+    if scope is None:
+        return request
+    scopes = parse_scope(scope)
+    if scopes is None:
+        raise OAuthError(400, "invalid_scope")
+    return msgspec.structs.replace(request, scopes=scopes)
