@@ -1,7 +1,7 @@
 """Check or rewrite the variable reference in docs/configuration.md.
 
 Usage: python scripts/config_reference.py [--write]
-The reference is rendered from service/config/variables.py; change the table there, then run
+The reference is rendered from service/config/table/variables.py; change the table there, then run
 this with --write. Without it, exit 1 when the page is out of date.
 """
 
@@ -13,7 +13,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from service.config.reference import replace_reference  # noqa: E402
+from service.config.table.reference import replace_reference  # noqa: E402
 
 PAGE = ROOT / "docs" / "configuration.md"
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Final
 
 from service.config._model import EnvFileInfo
-from service.config._rules import has_control, value_of
-from service.config.variables import BY_NAME, VARIABLES
+from service.config._values import has_control, value_of
+from service.config.table.variables import BY_NAME, VARIABLES
 
 ENV_FILE: Final = "ANGELOS_ENV_FILE"
 MAX_ENV_FILE_BYTES: Final = 64 * 1024

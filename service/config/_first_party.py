@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from schemas.secret import Secret
 from service.config._model import Client, FirstPartyConfig, HttpAuthConfig, MailConfig, StoreConfig
-from service.config._rules import has_control, utf8_size, value_of
 from service.config._urls import HttpsUrl, parse_public_https_url, redirect_uri_problem
+from service.config._values import has_control, utf8_size, value_of
 from service.config.signing_keys import (
     MAX_VERIFICATION_KEYS,
     KeyRefused,
@@ -22,7 +22,7 @@ from service.config.signing_keys import (
     load_signing_key,
     load_verification_key,
 )
-from service.config.variables import read
+from service.config.table.variables import read
 from service.wire.strict_json import StrictJsonError, parse_array, parse_object
 
 CHATGPT_CLIENT_ID = "https://chatgpt.com/oauth/client.json"

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from schemas.scopes import Scope
 from service.config._first_party import first_party_enabled
 from service.config._model import Gates, HttpAuthConfig, LocalPrincipal
-from service.config._rules import has_control, utf8_size, value_of
 from service.config._urls import HttpsUrl, parse_public_https_url
-from service.config.variables import VARIABLES, read
+from service.config._values import has_control, utf8_size, value_of
+from service.config.table.variables import VARIABLES, read
 
 _LEGACY_FIRST_PARTY_HOST = "api.angelos.ashray.xyz"
 _MAX_SUBJECTS = 32

@@ -13,7 +13,7 @@ from service.config._http_auth import load_http_auth, load_local
 from service.config._mailbox import load_mail
 from service.config._model import Config, EnvFileInfo, Gates
 from service.config._store import load_store
-from service.config.variables import BY_NAME, read
+from service.config.table.variables import BY_NAME, read
 
 
 def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> Config:

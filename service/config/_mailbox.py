@@ -10,8 +10,8 @@ from providers.smtp import DEFAULT_MAX_CONNECTIONS
 from providers.smtp.settings import TlsMode
 from schemas.secret import Secret
 from service.config._model import MailConfig
-from service.config._rules import has_control, is_bare_address, utf8_size, value_of
-from service.config.variables import BY_NAME, VARIABLES, read
+from service.config._values import has_control, is_bare_address, utf8_size, value_of
+from service.config.table.variables import BY_NAME, VARIABLES, read
 
 _AUTH_MODES: dict[str, tuple[str, ...]] = {
     "spacemail": ("password",),

@@ -13,7 +13,7 @@ from service.config._model import (
     StoreConfig,
 )
 from service.config._urls import parse_redis_url
-from service.config.variables import GROUPS, VARIABLES, Variable
+from service.config.table.variables import GROUPS, VARIABLES, Variable
 
 INVALID: Final = "invalid (see Problems)"
 UNRESOLVED: Final = "not resolved (see Problems)"

@@ -9,8 +9,8 @@ from typing import Any
 
 from schemas.secret import Secret
 from service.config._model import StoreConfig
-from service.config._rules import value_of
-from service.config.variables import BY_NAME, read
+from service.config._values import value_of
+from service.config.table.variables import BY_NAME, read
 
 _MIN_DISPATCH_DEADLINE_S = 780
 _MIN_RECOVERY_GRACE_S = 900

@@ -7,7 +7,12 @@ import re
 
 import msgspec
 
-from service.config._rules import dns_host_problem, looks_like_ip_literal, parse_decimal, parse_port
+from service.config._values import (
+    dns_host_problem,
+    looks_like_ip_literal,
+    parse_decimal,
+    parse_port,
+)
 
 _PUBLIC_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
 _RESERVED_SUFFIXES = (".localhost", ".local", ".internal", ".invalid", ".test", ".onion")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from service.config import check_config_lines, load_config, with_env_file
 from service.config._env_file import MAX_ENV_FILE_BYTES, parse_env_text, read_env_file
-from service.config.variables import VARIABLES
+from service.config.table.variables import VARIABLES
 
 PASSWORD = "pw-Hq7#x$HOME 'z'"
 MARKER = "zq9leakq9z"  # lower-case: never part of a name a problem may echo

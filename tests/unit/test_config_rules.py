@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from service.config._rule import Choice, Duration, Int, Switch, Token
-from service.config.variables import BY_NAME, read
+from service.config.table.rules import Choice, Duration, Int, Switch, Token
+from service.config.table.variables import BY_NAME, read
 
 
 def test_a_rule_renders_its_text_from_the_data_it_checks() -> None:

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from service.config import check_config_lines, describe, load_config, with_env_file
-from service.config.reference import BEGIN, END, markdown_reference
-from service.config.variables import BY_NAME, GROUPS, VARIABLES
+from service.config.table.reference import BEGIN, END, markdown_reference
+from service.config.table.variables import BY_NAME, GROUPS, VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "configuration.md"

@@ -3,9 +3,10 @@ loaders all come from this table.
 
 An entry holds the name, the default, secrecy, the typed rule that both checks a value and
 writes the rule text, and the meaning; what relations between variables add to a rule text is
-beside it in `also`, the relation itself in the loader of its group. The HTTP and OAuth entries
-live in variables_oauth.py and are spliced in at their place. docs/configuration.md renders this
-table (scripts/config_reference.py rewrites it).
+beside it in `also`, the relation itself in the loader of its group. The entries of the mailbox,
+HTTP and OAuth, and ledger groups live in mailbox.py, oauth.py and ledger.py beside this module
+and are spliced in at their place. docs/configuration.md renders this table
+(scripts/config_reference.py rewrites it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from service.config._rule import (
+from service.config._values import HEX64, value_of
+from service.config.table.entry import Group, Variable
+from service.config.table.ledger import LEDGER_VARIABLES
+from service.config.table.mailbox import MAILBOX_VARIABLES
+from service.config.table.oauth import HTTP_VARIABLES, OAUTH_VARIABLES
+from service.config.table.rules import (
     Custom,
     Int,
     Matches,
@@ -22,11 +28,6 @@ from service.config._rule import (
     Switch,
     Token,
 )
-from service.config._rules import HEX64, value_of
-from service.config._variable import Group, Variable
-from service.config.variables_ledger import LEDGER_VARIABLES
-from service.config.variables_mailbox import MAILBOX_VARIABLES
-from service.config.variables_oauth import HTTP_VARIABLES, OAUTH_VARIABLES
 
 GROUPS: Final = (
     Group("loading", "Loading", "Where the variables come from besides the environment."),

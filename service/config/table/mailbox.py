@@ -6,7 +6,9 @@ from typing import Final
 
 from providers.smtp import DEFAULT_MAX_CONNECTIONS
 from schemas.scopes import BASE_SCOPE
-from service.config._rule import (
+from service.config._values import has_control, has_cr_lf_nul, is_bare_address, utf8_size
+from service.config.table.entry import Variable
+from service.config.table.rules import (
     Choice,
     Custom,
     Duration,
@@ -17,8 +19,6 @@ from service.config._rule import (
     Scopes,
     Switch,
 )
-from service.config._rules import has_control, has_cr_lf_nul, is_bare_address, utf8_size
-from service.config._variable import Variable
 
 _NO_CR_LF_NUL = Matches(
     lambda v: not has_cr_lf_nul(v), "no CR, LF or NUL", "must not contain CR, LF or NUL"

@@ -6,8 +6,8 @@ import re
 from typing import Final
 
 from schemas.scopes import BASE_SCOPE
-from service.config._rule import Custom, Int, Matches, ReadableFile, Scopes, Switch
-from service.config._variable import Variable
+from service.config.table.entry import Variable
+from service.config.table.rules import Custom, Int, Matches, ReadableFile, Scopes, Switch
 
 _HTTPS = (
     "`https` URL, no userinfo, query, fragment or `%`; a public DNS host with a dot, no IP, port"

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from service.config._rule import Rule
+from service.config.table.rules import Rule
 
 
 class Group(msgspec.Struct, frozen=True):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from service.config.variables import GROUPS, VARIABLES, Variable
+from service.config.table.variables import GROUPS, VARIABLES, Variable
 
-BEGIN: Final = "<!-- variables: generated from service/config/variables.py -->"
+BEGIN: Final = "<!-- variables: generated from service/config/table/variables.py -->"
 END: Final = "<!-- variables: end -->"
 HEADER: Final = "| Variable | Default | Rule | Effect |\n| --- | --- | --- | --- |"
 

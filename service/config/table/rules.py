@@ -16,13 +16,13 @@ from typing import Any
 import msgspec
 
 from schemas.scopes import parse_scope_list
-from service.config._rules import (
+from service.config._urls import parse_redis_url
+from service.config._values import (
     dns_host_problem,
     has_control,
     parse_decimal,
     parse_go_duration,
 )
-from service.config._urls import parse_redis_url
 
 _MS_PER_MIN = 60_000
 

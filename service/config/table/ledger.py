@@ -5,9 +5,17 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from service.config._rule import AbsolutePath, Choice, Int, Matches, Positive, RedisUrl, Switch
-from service.config._rules import HEX64
-from service.config._variable import Variable
+from service.config._values import HEX64
+from service.config.table.entry import Variable
+from service.config.table.rules import (
+    AbsolutePath,
+    Choice,
+    Int,
+    Matches,
+    Positive,
+    RedisUrl,
+    Switch,
+)
 
 LEDGER_VARIABLES: Final = (
     Variable(

@@ -1,0 +1,1 @@
+"""The variable table: one declared entry per variable, its typed rule, and the docs it renders."""
