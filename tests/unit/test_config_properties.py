@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from service.config import Config, check_config_lines, describe, load_config
-from service.config.variables import VARIABLES
+from service.config.table.variables import VARIABLES
 
 # Values that no generated text will contain by chance; finding one in an output is a leak.
 MARKER = "zQ9xLEAKx9Qz"
@@ -128,6 +128,10 @@ def test_load_config_never_raises_and_never_shows_a_secret(
     env: dict[str, str], secret_values: dict[str, str]
 ) -> None:
     """Whatever the environment, loading returns a Config whose outputs hold no credential."""
+    # A credential that is also the value of a variable shown in clear proves nothing: hypothesis
+    # reuses drawn strings, and once drew one 64-hex key for both a secret and a public name.
+    shown_in_clear = [text for name, text in env.items() if name not in secret_values]
+    assume(not any(value in text for value in secret_values.values() for text in shown_in_clear))
     config = load_config({**env, **secret_values})
     shown = outputs(config)
     for name, value in secret_values.items():
