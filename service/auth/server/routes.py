@@ -89,7 +89,8 @@ def by_method(methods: Mapping[str, Handler]) -> Handler:
     allow = ", ".join(methods)
 
     async def dispatch(request: web.Request) -> web.StreamResponse:
-        handler = methods.get("GET" if request.method == "HEAD" else request.method)
+        method = "GET" if request.method == "HEAD" else request.method
+        handler = methods.get(method)
         if handler is None:
             return oauth_error(OAuthError(405, "invalid_request"), {"Allow": allow})
         try:
