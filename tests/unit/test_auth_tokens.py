@@ -6,6 +6,7 @@ import pytest
 
 from service.auth.resource.jwks import parse_jwks
 from service.auth.resource.jwt import (
+    CLOCK_LEAD_S,
     MAX_TOKEN_BYTES,
     Claims,
     TokenRejected,
@@ -93,6 +94,38 @@ def test_the_access_token_types_and_no_type_are_accepted(typ: object, minter: Mi
 def test_nbf_and_iat_are_optional(minter: Minter) -> None:
     token = parse_token(minter.token(claims={"nbf": ABSENT, "iat": ABSENT}), minter.rules, NOW)
     assert (None, None) == (token.claims.not_before, token.claims.issued_at)
+
+
+@pytest.mark.parametrize("lead", [1, CLOCK_LEAD_S])
+def test_iat_and_nbf_up_to_the_issuers_clock_lead_are_accepted(lead: int, minter: Minter) -> None:
+    token = minter.token(claims={"iat": NOW + lead, "nbf": NOW + lead})
+    claims = parse_token(token, minter.rules, NOW).claims
+    assert (NOW + lead, NOW + lead) == (claims.issued_at, claims.not_before)
+
+
+@pytest.mark.parametrize("claim", ["iat", "nbf"])
+def test_iat_or_nbf_beyond_the_clock_lead_is_refused(claim: str, minter: Minter) -> None:
+    token = minter.token(claims={claim: NOW + CLOCK_LEAD_S + 1})
+    with pytest.raises(TokenRejected) as raised:
+        parse_token(token, minter.rules, NOW)
+    assert claim == raised.value.rule
+
+
+@pytest.mark.parametrize("claim", ["iat", "nbf"])
+def test_iat_or_nbf_within_the_lead_but_at_or_after_exp_is_refused(
+    claim: str, minter: Minter
+) -> None:
+    token = minter.token(claims={claim: NOW + 10, "exp": NOW + 10})
+    with pytest.raises(TokenRejected) as raised:
+        parse_token(token, minter.rules, NOW)
+    assert claim == raised.value.rule
+
+
+def test_exp_gets_no_clock_tolerance(minter: Minter) -> None:
+    token = minter.token(claims={"iat": NOW - 120, "nbf": NOW - 120, "exp": NOW})
+    with pytest.raises(TokenRejected) as raised:
+        parse_token(token, minter.rules, NOW)
+    assert "exp" == raised.value.rule
 
 
 def test_exp_one_second_ahead_is_accepted(minter: Minter) -> None:
