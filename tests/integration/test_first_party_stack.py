@@ -264,7 +264,9 @@ async def test_authorize_refusals_redirect_only_to_a_registered_callback(
             "GET", "/oauth/authorize?" + urlencode({**good, "response_type": "token"})
         )
     assert (400, None) == (unknown[0], unknown[1].get("Location"))
-    assert {"error": "invalid_client"} == json.loads(unknown[2])
+    # The owner's browser lands here: a page naming the failed check, not a bare JSON error.
+    assert unknown[1]["Content-Type"].startswith("text/html")
+    assert b'<code id="rule">unknown_client</code>' in unknown[2]
     assert 303 == token[0]
     location = urlsplit(token[1]["Location"])
     assert CALLBACK == f"{location.scheme}://{location.netloc}{location.path}"

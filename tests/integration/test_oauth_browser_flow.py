@@ -164,6 +164,24 @@ async def test_an_approved_request_sends_a_code_that_redeems_for_a_token(
         )
 
 
+async def test_state_is_optional_and_comes_back_exactly_as_sent(services: Services) -> None:
+    tls = services.dir / "tls"
+    async with first_party(services) as server, browser(trust=tls / "server.crt") as chromium:
+        page = await chromium.open_page()
+        await page.add_virtual_authenticator(user_verified=True)
+        verifier, challenge = pkce_pair()
+        await enrol_and_sign_in(server, page, challenge)  # with state-1; that consent is left
+        without = server.authorize_url(challenge=challenge).replace("&state=state-1", "")
+        sent = "x%41 &=é"  # percent-decoded twice, the server used to answer "xA &=é"
+        answers = []
+        for url in (without, server.authorize_url(state=sent, challenge=challenge)):
+            await page.goto(url)  # signed in: straight on to consent
+            await settle(page, "document.getElementById('approve')")
+            answers.append(await decide(page, "#approve"))
+        assert ({"code", "iss"}, [sent]) == (set(answers[0]), answers[1]["state"])
+        assert 200 == (await server.exchange_code(answers[0]["code"][0], verifier)).status
+
+
 # Consent form posts from the consent page itself (so Origin and the cookie are the browser's).
 POST_CONSENT = """(async (fields) => {
   const csrf = document.querySelector('input[name="csrf"]').value;

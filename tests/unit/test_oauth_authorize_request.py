@@ -1,4 +1,5 @@
-"""Authorization requests: JSON 400 until the client and redirect are known, redirects after."""
+"""Authorization requests: a 400 naming the failed check until the client and redirect are
+known, redirects after; the raw query is decoded exactly once."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import base64
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import pytest
 
@@ -16,6 +17,7 @@ from service.auth.server.authorize_request import (
     RegisteredClient,
     parse_scope,
     refusal_location,
+    single_valued,
 )
 from service.auth.server.errors import AuthorizeError as AuthorizeRefusal
 
@@ -67,33 +69,85 @@ def test_a_good_request_is_accepted_with_canonical_scopes() -> None:
 
 
 @pytest.mark.parametrize(
-    "changes",
+    ("changes", "rule"),
     [
-        {"client_id": "unknown"},
-        {"redirect_uri": "https://attacker.example/cb"},
-        {"redirect_uri": None},
+        ({"client_id": "unknown"}, "unknown_client"),
+        ({"client_id": None}, "client_id_missing"),
+        ({"client_id": ""}, "client_id_missing"),
+        ({"redirect_uri": "https://attacker.example/cb"}, "redirect_uri_not_registered"),
+        ({"redirect_uri": CALLBACK + "/"}, "redirect_uri_not_registered"),
+        ({"redirect_uri": None}, "redirect_uri_missing"),
     ],
 )
-def test_an_unknown_client_or_redirect_is_a_json_invalid_client(
-    changes: dict[str, str | None],
+def test_an_unknown_client_or_redirect_is_an_unredirected_invalid_client(
+    changes: dict[str, str | None], rule: str
 ) -> None:
-    assert AuthorizeRefusal("invalid_client") == validate(**changes)
+    assert AuthorizeRefusal("invalid_client", rule=rule) == validate(**changes)
 
 
-def test_a_repeated_parameter_is_a_json_invalid_request() -> None:
+def test_a_repeated_parameter_is_an_unredirected_invalid_request() -> None:
     query = urlencode(GOOD) + "&state=again"
-    assert AuthorizeRefusal("invalid_request") == validate_authorize(query, CLIENTS, RESOURCE)
+    assert AuthorizeRefusal("invalid_request", rule="repeated_parameter") == validate_authorize(
+        query, CLIENTS, RESOURCE
+    )
 
 
-def test_an_over_long_query_is_a_json_invalid_request() -> None:
+def test_an_over_long_query_is_an_unredirected_invalid_request() -> None:
     query = urlencode({**GOOD, "pad": "x" * 8192})
-    assert AuthorizeRefusal("invalid_request") == validate_authorize(query, CLIENTS, RESOURCE)
+    assert AuthorizeRefusal("invalid_request", rule="query_too_long") == validate_authorize(
+        query, CLIENTS, RESOURCE
+    )
+
+
+def test_a_value_that_is_not_utf8_is_an_unredirected_invalid_request() -> None:
+    query = urlencode(GOOD) + "&nonce=%FF"
+    assert AuthorizeRefusal("invalid_request", rule="query_not_utf8") == validate_authorize(
+        query, CLIENTS, RESOURCE
+    )
+    assert None is single_valued("a=%FF")
+
+
+def test_a_doubly_encoded_redirect_uri_does_not_match_the_registered_one() -> None:
+    # Decoded once it is "https%3A%2F%2Fclaude.ai...", which is not the registered callback.
+    query = urlencode({**GOOD, "redirect_uri": quote(CALLBACK, safe="")})
+    assert f"redirect_uri={quote(quote(CALLBACK, safe=''), safe='')}" in query
+    assert AuthorizeRefusal(
+        "invalid_client", rule="redirect_uri_not_registered"
+    ) == validate_authorize(query, CLIENTS, RESOURCE)
+
+
+def test_the_query_is_decoded_exactly_once() -> None:
+    assert {"state": "x%41", "q": "a b+c"} == single_valued("state=x%2541&q=a+b%2Bc")
+
+
+def test_a_request_without_state_is_accepted_with_an_empty_state() -> None:
+    accepted = validate(state=None)
+    assert isinstance(accepted, AuthorizeRequest) and "" == accepted.state
+
+
+def test_a_state_comes_back_exactly_as_sent() -> None:
+    state = "x%41 &=é/?#"
+    refusal = validate(state=state, response_type="token")
+    assert isinstance(refusal, AuthorizeRefusal)
+    location = refusal_location(refusal, ISSUER) or ""
+    assert [state] == parse_qs(urlsplit(location).query)["state"]
+    accepted = validate(state=state)
+    assert isinstance(accepted, AuthorizeRequest) and state == accepted.state
+
+
+def test_a_redirected_error_without_state_carries_none() -> None:
+    refusal = validate(state=None, response_type="token")
+    assert isinstance(refusal, AuthorizeRefusal)
+    location = refusal_location(refusal, ISSUER) or ""
+    assert {"error": ["unsupported_response_type"], "iss": [ISSUER]} == parse_qs(
+        urlsplit(location).query
+    )
 
 
 @pytest.mark.parametrize(
     ("changes", "error"),
     [
-        ({"state": None}, "invalid_request"),
+        ({"state": ""}, "invalid_request"),
         ({"state": " padded"}, "invalid_request"),
         ({"state": "s" * 1025}, "invalid_request"),
         ({"response_type": "token"}, "unsupported_response_type"),

@@ -1,8 +1,9 @@
 """Validation of an authorization request, in the order that decides where an error may go.
 
-Until the client and its exact redirect URI are known, an error is a JSON 400 (never a redirect
-to an unvalidated destination); after that, errors go back to the client's redirect URI with
-`error`, `iss` and `state`. Either is an AuthorizeError, raised.
+Until the client and its exact redirect URI are known, an error is a 400 page for the owner
+naming the failed check (never a redirect to an unvalidated destination); after that, errors go
+back to the client's redirect URI with `error`, `iss` and the `state` when one was sent. Either
+is an AuthorizeError, raised. The query is the raw one from the request line, decoded once here.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class AuthorizeRequest(msgspec.Struct, frozen=True):
 
     client_id: str
     redirect_uri: str
-    state: str
+    state: str  # "" when the client sent none (PKCE, always required, carries the CSRF role)
     code_challenge: str
     scopes: tuple[Scope, ...]  # canonical order
 
@@ -57,25 +58,37 @@ def parse_scope(value: str | None) -> tuple[Scope, ...] | None:
 
 
 def single_valued(query: str) -> dict[str, str] | None:
-    """Parse a query whose every parameter appears once; None when one repeats."""
-    pairs = parse_qsl(query, keep_blank_values=True)
+    """Decode a raw query once; None when a parameter repeats or a value is not UTF-8."""
+    try:
+        return _params(query)
+    except AuthorizeError:
+        return None
+
+
+def _params(query: str) -> dict[str, str]:
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise AuthorizeError("invalid_request", rule="query_not_utf8") from None
     params = dict(pairs)
-    return params if len(params) == len(pairs) else None
+    if len(params) != len(pairs):
+        raise AuthorizeError("invalid_request", rule="repeated_parameter")
+    return params
 
 
 def validate_authorize(
     query: str, clients: Mapping[str, RegisteredClient], resource: str
 ) -> AuthorizeRequest:
-    """Check an /oauth/authorize query against the registered clients and this resource."""
+    """Check a raw /oauth/authorize query against the registered clients and this resource."""
     if len(query.encode()) > MAX_QUERY_BYTES:
-        raise AuthorizeError("invalid_request")
-    params = single_valued(query)
-    if params is None:
-        raise AuthorizeError("invalid_request")
-    client = clients.get(params.get("client_id", ""))
-    redirect_uri = params.get("redirect_uri", "")
-    if client is None or redirect_uri not in client.redirect_uris:
-        raise AuthorizeError("invalid_client")
+        raise AuthorizeError("invalid_request", rule="query_too_long")
+    params = _params(query)
+    client = _client(params, clients)
+    redirect_uri = params.get("redirect_uri")
+    if not redirect_uri:
+        raise AuthorizeError("invalid_client", rule="redirect_uri_missing")
+    if redirect_uri not in client.redirect_uris:
+        raise AuthorizeError("invalid_client", rule="redirect_uri_not_registered")
     state = params.get("state")
     error = _redirected_error(params, state, resource)
     if error is not None:
@@ -84,12 +97,23 @@ def validate_authorize(
     scopes = parse_scope(params.get("scope"))
     if scopes is None:
         raise AuthorizeError("invalid_scope", redirect_uri, state)
-    assert state is not None
-    return AuthorizeRequest(client.client_id, redirect_uri, state, params["code_challenge"], scopes)
+    return AuthorizeRequest(
+        client.client_id, redirect_uri, state or "", params["code_challenge"], scopes
+    )
+
+
+def _client(params: Mapping[str, str], clients: Mapping[str, RegisteredClient]) -> RegisteredClient:
+    client_id = params.get("client_id")
+    if not client_id:
+        raise AuthorizeError("invalid_client", rule="client_id_missing")
+    client = clients.get(client_id)
+    if client is None:
+        raise AuthorizeError("invalid_client", rule="unknown_client")
+    return client
 
 
 def _redirected_error(params: Mapping[str, str], state: str | None, resource: str) -> str | None:
-    if state is None or not _state_ok(state):
+    if state is not None and not _state_ok(state):  # absent is fine; sent must be usable
         return "invalid_request"
     if params.get("response_type") != "code":
         return "unsupported_response_type"
@@ -121,7 +145,7 @@ def redirect_with(redirect_uri: str, params: Sequence[tuple[str, str]]) -> str:
 
 
 def refusal_location(refusal: AuthorizeError, issuer: str) -> str | None:
-    """Where a redirected refusal sends the browser: error, iss and state (when kept)."""
+    """Where a redirected refusal sends the browser: error, iss and state (when sent and valid)."""
     if refusal.redirect_uri is None:
         return None
     params = [("error", refusal.error), ("iss", issuer)]

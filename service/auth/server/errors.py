@@ -1,9 +1,10 @@
 """The authorization server's one refusal, raised where a request is refused.
 
 Each surface renders it in one place: `routes.oauth_error` (the machine endpoints' JSON),
-`routes.AuthorizationServer._authorize` (the redirect back to the client) and the browser's
-endpoint wrapper (`browser/endpoint.py`: a page or JSON). The store's own exceptions
-(`store/errors.py`) stay the store's; its callers translate them into an OAuthError.
+`routes.AuthorizationServer._authorize` (the redirect back to the client, or the browser's
+refusal page) and the browser's endpoint wrapper (`browser/endpoint.py`: a page or JSON).
+The store's own exceptions (`store/errors.py`) stay the store's; its callers translate them
+into an OAuthError.
 """
 
 from __future__ import annotations
@@ -42,15 +43,22 @@ class OAuthError(Exception):
 
 class AuthorizeError(OAuthError):
     """A refused authorization request (400): with a redirect URI it goes back to the client
-    (`error`, `iss` and the state when it is valid), without one it is a JSON error."""
+    (`error`, `iss` and the state when it is valid), without one it is a page for the owner
+    naming the failed check, its `rule`."""
 
     def __init__(
-        self, error: str, redirect_uri: str | None = None, state: str | None = None
+        self,
+        error: str,
+        redirect_uri: str | None = None,
+        state: str | None = None,
+        *,
+        rule: str = "",
     ) -> None:
         super().__init__(400, error)
         self.redirect_uri = redirect_uri
         self.state = state
+        self.rule = rule
 
     def fields(self) -> tuple[object, ...]:
         """What tells two refusals apart."""
-        return (self.error, self.redirect_uri, self.state)
+        return (self.error, self.redirect_uri, self.state, self.rule)

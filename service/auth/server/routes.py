@@ -3,8 +3,8 @@
 The owner's browser steps (sign-in, passkeys, consent, grants) belong to a BrowserFlow; this
 module validates an authorization request and hands it over, and serves the token endpoint.
 Every answer here carries the no-store, no-referrer, no-frame headers; OAuth errors are always
-`{"error": "<code>"}`, rendered by `oauth_error` (a refused authorization request whose client
-and redirect URI are known is a redirect instead).
+`{"error": "<code>"}`, rendered by `oauth_error`, except a refused authorization request: a
+redirect when its client and redirect URI are known, otherwise the browser's page for the owner.
 """
 
 from __future__ import annotations
@@ -68,6 +68,10 @@ class BrowserFlow(Protocol):
 
     async def authorize(self, request: web.Request, valid: AuthorizeRequest) -> web.StreamResponse:
         """Sign in (rendered at this URL) or go on to consent."""
+        ...
+
+    def refused(self, refusal: AuthorizeError) -> web.StreamResponse:
+        """The page for a refused request that cannot be redirected, naming its failed check."""
         ...
 
     def add_routes(self, app: web.Application) -> None:
@@ -182,7 +186,9 @@ class AuthorizationServer:
         return web.Response(body=self.signer.jwks_document(), content_type="application/json")
 
     async def _authorize(self, request: web.Request) -> web.StreamResponse:
-        query = request.query_string
+        # The raw query, decoded once by the validator: aiohttp's query_string is decoded
+        # already, and a second decoding would let a doubly encoded redirect URI match.
+        query = request.rel_url.raw_query_string
         if self.cimd is not None and _client_id(query) == CHATGPT.client_id:
             try:
                 await self.cimd.resolve()  # the metadata must still say what the pin says
@@ -193,7 +199,9 @@ class AuthorizationServer:
         except AuthorizeError as refusal:
             location = refusal_location(refusal, self.config.issuer)
             if location is None:  # never redirect to a destination not yet validated
-                raise
+                # The check's name only: the query's values may be anything a visitor sent.
+                log.warning("authorize_refused", rule=refusal.rule, error=refusal.error)
+                return self.browser.refused(refusal)
             raise web.HTTPSeeOther(location) from None
         return await self.browser.authorize(request, valid)
 

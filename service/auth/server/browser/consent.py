@@ -41,7 +41,7 @@ class ConsentPages:
         visit = await signed_in(store, request)
         if visit is None:
             return see_other("/oauth/login")
-        params = single_valued(request.query_string)
+        params = single_valued(request.rel_url.raw_query_string)  # decoded once, not twice
         request_id = None if params is None else params.get("request")
         pending = (
             None

@@ -28,6 +28,19 @@ SCOPE_TEXT: Final[dict[Scope, str]] = {
     "mail.send": "Send mail as you",
 }
 
+# What each check of an unredirectable authorization request means, for the owner.
+REFUSAL_TEXT: Final[dict[str, str]] = {
+    "query_too_long": "The request is longer than this server accepts.",
+    "query_not_utf8": "The request's parameters are not valid UTF-8 text.",
+    "repeated_parameter": "A parameter appears more than once in the request.",
+    "client_id_missing": "The request does not say which application it comes from (no client_id).",
+    "unknown_client": "The application's client ID is not one this server is configured for.",
+    "redirect_uri_missing": "The request has no callback address (no redirect_uri).",
+    "redirect_uri_not_registered": (
+        "The callback address in the request is not one registered for this application."
+    ),
+}
+
 LoginMode = Literal["enrol", "sign-in"]
 
 
@@ -164,6 +177,19 @@ def grants_page(
 def error_page(status: int, message: str) -> web.Response:
     """A short page saying what went wrong."""
     return render("Something went wrong", f'<p id="error">{escape(message)}</p>', status=status)
+
+
+def refusal_page(status: int, rule: str) -> web.Response:
+    """The page for an authorization request that cannot be sent back: which check failed."""
+    reason = REFUSAL_TEXT.get(rule, "The request is malformed.")
+    body = (
+        f'<p id="error">{escape(reason)}</p>'
+        "<p>The application was not sent an answer, because its request could not be trusted. "
+        "If you set this application up, compare its client ID and callback address with the "
+        "clients this server is configured for.</p>"
+        f'<p>Check: <code id="rule">{escape(rule or "malformed_request")}</code></p>'
+    )
+    return render("This connection request was refused", body, status=status)
 
 
 def _status() -> str:
