@@ -24,6 +24,7 @@ from service.auth.server.store import (
     StoreUnavailable,
     grant_handle,
 )
+from service.auth.server.store.errors import CodeReplayed
 from service.auth.server.store.keys import sha256_hex
 from service.auth.server.store.records import ConsentRequest, RefreshRecord
 from support.ledger_redis import (  # fixtures are imported by name, as in tests/conftest.py
@@ -68,6 +69,8 @@ async def test_two_concurrent_consumes_of_a_code_have_exactly_one_winner(
             twin(store).grants.consume_code(code, read.raw),
         )
         assert [False, True] == sorted(results)
+    # The loser found the code redeemed: a replay, which deleted the grant each code made.
+    assert [] == await store.grants.list_active()
 
 
 async def test_a_consume_with_other_bytes_fails_and_leaves_the_code(store: OAuthStore) -> None:
@@ -79,14 +82,31 @@ async def test_a_consume_with_other_bytes_fails_and_leaves_the_code(store: OAuth
     assert read == await store.grants.read_code(code)
 
 
-async def test_a_consumed_code_is_gone(store: OAuthStore) -> None:
+async def test_a_redeemed_code_presented_again_deletes_its_grant(store: OAuthStore) -> None:
     code = await new_code(store)
     read = await store.grants.read_code(code)
     assert read is not None
     assert True is await store.grants.consume_code(code, read.raw)
+    [entry] = await store.grants.list_active()
+    assert grant_handle(read.grant_id) == entry.handle  # redeeming leaves the grant alone
 
-    assert None is await store.grants.read_code(code)
+    with pytest.raises(CodeReplayed):
+        await store.grants.read_code(code)
+
+    assert (None, []) == (
+        await store.grants.get(read.grant_id),
+        await store.grants.list_active(),
+    )
     assert False is await store.grants.consume_code(code, read.raw)
+
+
+async def test_a_redeemed_code_marker_lives_no_longer_than_the_code(store: OAuthStore) -> None:
+    code = await new_code(store)
+    key = store.core.bucket_key("code", code.reveal())
+    before = await store.core.client.pttl(key)
+    read = await store.grants.read_code(code)
+    assert read is not None and await store.grants.consume_code(code, read.raw)
+    assert 0 < await store.core.client.pttl(key) <= before
 
 
 async def test_a_code_opens_its_grant_id(store: OAuthStore) -> None:

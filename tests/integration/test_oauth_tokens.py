@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import structlog
 
 from service.auth.resource.jwt import TokenRules
 from service.auth.resource.key_cache import KeyCache, LocalKeySource
@@ -129,6 +130,30 @@ async def test_a_wrong_verifier_leaves_the_code_redeemable_once(store: OAuthStor
     assert TokenRefused(400, "invalid_grant") == wrong
     assert isinstance(right, TokenResponse)
     assert TokenRefused(400, "invalid_grant") == again
+
+
+async def test_a_replayed_code_revokes_the_tokens_of_its_first_redemption(
+    store: OAuthStore,
+) -> None:
+    code = await granted_code(store, ("mail.read",))
+    first = await exchange(store, code)
+    assert isinstance(first, TokenResponse)
+    verifier = ServerSigner(store.core.owner_subject).verifier(store)
+    await verifier.principal(first.access_token)
+
+    with structlog.testing.capture_logs() as logs:
+        replayed = await exchange(store, code)
+
+    assert TokenRefused(400, "invalid_grant") == replayed
+    with pytest.raises(AuthFailure) as refused:
+        await verifier.principal(first.access_token)
+    assert (401, "grant") == (refused.value.status, refused.value.rule)
+    assert TokenRefused(400, "invalid_grant") == await refresh(store, first.refresh_token)
+    assert [] == await store.grants.list_active()
+    assert [
+        {"event": "authorization_code_replayed", "client_id": CLIENT, "log_level": "warning"}
+    ] == logs
+    assert code not in str(logs)
 
 
 async def test_a_rate_limited_exchange_keeps_the_code_redeemable(store: OAuthStore) -> None:

@@ -3,7 +3,9 @@
 A code is read, checked (client, redirect, PKCE, its grant) and charged to the grant's budget
 before it is consumed, and consumed only if it is still the very record that was checked: a
 wrong verifier does not burn a good code, a rate-limited exchange leaves it redeemable, and
-of two racing exchanges one wins. Refresh rotation is one atomic step in the store.
+of two racing exchanges one wins. A code presented after its redemption revokes the grant it
+made, and with it the tokens of the first redemption. Refresh rotation is one atomic step in
+the store.
 A refusal is raised as an OAuthError; the store's exceptions are translated here.
 """
 
@@ -14,12 +16,14 @@ import hmac
 from typing import Protocol
 
 import msgspec
+import structlog
 
 from schemas.scopes import Scope
 from service.auth.resource.profile import AccessTokenClaims, claims_for
 from service.auth.server.errors import OAuthError
 from service.auth.server.store import GrantStore, RefreshStore
 from service.auth.server.store.errors import (
+    CodeReplayed,
     InvalidGrant,
     RateLimited,
     ScopeRevoked,
@@ -28,6 +32,8 @@ from service.auth.server.store.errors import (
 from service.auth.server.store.records import Grant
 from service.auth.server.token_request import CodeExchange, RefreshRequest
 from service.wire.b64url import encode_b64url
+
+log = structlog.get_logger("angelos.oauth")
 
 
 class Signer(Protocol):
@@ -102,6 +108,10 @@ async def exchange_code(
         response = _response(signer, who, grant, gid, code.scopes, refresh.reveal(), now)
         if not await grants.grant_active(gid, request.client_id, who.subject, code.scopes):
             raise OAuthError(400, "invalid_grant")  # revoked while the token was being made
+    except CodeReplayed:
+        # The client ID is configuration; the code itself never appears in the log.
+        log.warning("authorization_code_replayed", client_id=request.client_id)
+        raise OAuthError(400, "invalid_grant") from None
     except InvalidGrant:
         raise OAuthError(400, "invalid_grant") from None
     except StoreError:

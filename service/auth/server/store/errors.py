@@ -23,6 +23,10 @@ class RefreshReused(InvalidGrant):
     """A spent refresh token came back: its family is revoked and its grant deleted."""
 
 
+class CodeReplayed(InvalidGrant):
+    """A redeemed authorization code came back: the grant it made is deleted."""
+
+
 class ScopeRevoked(Exception):
     """A refresh asked for scopes beyond its grant: the grant is revoked (invalid_scope)."""
 

@@ -2,6 +2,10 @@
 
 Grant expiry is decided inside the scripts with the Redis clock (expired grants are pruned on
 read, list and create); code expiry by the code's Redis TTL and, on read, the store clock.
+A redeemed code is kept as a marker naming its grant until it would have expired; presenting it
+again deletes that grant (consume.lua). Each consent makes its own grant and one code, so the
+grant is exactly what the code issued: its refresh family (rotation needs the grant) and its
+access tokens (the online check needs it) end with it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from ._core import (
     text,
 )
 from .budgets import Budget, BudgetStore
-from .errors import GrantLimitReached, StoreCorrupt, StoreError
+from .errors import CodeReplayed, GrantLimitReached, StoreCorrupt, StoreError
 from .keys import is_handle, new_token, seal, sha256_hex, unseal
 from .records import AuthCode, Grant, Scopes
 
@@ -43,6 +47,14 @@ class GrantEntry(msgspec.Struct, frozen=True):
 
     handle: str
     grant: Grant
+
+
+class _Redeemed(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The marker a redeemed code leaves (written by consume.lua): which grant it made."""
+
+    v: int
+    redeemed: bool
+    grant: str
 
 
 class CodeRead(msgspec.Struct, frozen=True):
@@ -212,14 +224,21 @@ class GrantStore:
         return Secret(code)
 
     async def read_code(self, code: Presented) -> CodeRead | None:
-        """Read a code without consuming it; None when unknown, used or expired."""
+        """Read a code without consuming it; None when unknown or expired.
+
+        Raises CodeReplayed for a code already redeemed, after deleting the grant it made.
+        """
         value = reveal(code)
         if not is_token(value):
             return None
-        stored = await self.core.call(self.core.client.get(self.core.bucket_key("code", value)))
+        key = self.core.bucket_key("code", value)
+        stored = await self.core.call(self.core.client.get(key))
         if stored is None:
             return None
         raw = as_bytes(stored)
+        if _is_redeemed(raw):
+            await self._redeem(key, b"")  # the revocation happens in the script, atomically
+            raise CodeReplayed("a redeemed authorization code was presented again")
         record = decode(raw, AuthCode)
         if self.core.now() >= record.expires_unix:
             return None
@@ -229,9 +248,27 @@ class GrantStore:
         return CodeRead(record, raw, Secret(grant_id))
 
     async def consume_code(self, code: Presented, expected: bytes) -> bool:
-        """Delete a code only if it still holds exactly the bytes validated; one caller wins."""
+        """Redeem a code only if it still holds exactly the bytes validated; one caller wins.
+
+        The loser of a race finds it redeemed: a replay, so the grant is deleted and False.
+        """
         value = reveal(code)
         if not is_token(value):
             return False
-        key = self.core.bucket_key("code", value)
-        return bool(await self.core.script("consume", [key], [expected]) == 1)
+        return await self._redeem(self.core.bucket_key("code", value), expected) == "ok"
+
+    async def _redeem(self, key: str, expected: bytes) -> str:
+        status, _ = await self.core.script_status(
+            "consume", [key, self.core.keys.grants], [expected]
+        )
+        if status not in ("ok", "gone", "replayed"):
+            raise StoreCorrupt(f"the code script answered {status!r}")
+        return status
+
+
+def _is_redeemed(raw: bytes) -> bool:
+    try:
+        marker = msgspec.json.decode(raw, type=_Redeemed)
+    except msgspec.DecodeError:
+        return False  # an authorization code record, decoded strictly by the caller
+    return marker.v == 1 and marker.redeemed
