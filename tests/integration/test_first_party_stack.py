@@ -189,6 +189,31 @@ async def test_an_issued_token_calls_mcp_until_its_grant_is_revoked(services: Se
     assert (400, {"error": "invalid_grant"}) == (refreshed, refusal)
 
 
+async def test_a_replayed_code_ends_the_tokens_of_its_first_redemption(
+    services: Services,
+) -> None:
+    async with stack(services) as s:
+        gid, grant = await s.store.grants.create(CLIENT_ID, "Test", ("mail.read",))
+        code = await s.store.grants.put_code(
+            gid, grant, redirect_uri=CALLBACK, code_challenge=CHALLENGE
+        )
+        exchange = {
+            "grant_type": "authorization_code",
+            "code": code.reveal(),
+            "code_verifier": VERIFIER,
+            "redirect_uri": CALLBACK,
+        }
+        status, body = await s.token(**exchange)
+        before = await s.mcp(body["access_token"])
+        replayed = await s.token(**exchange)
+        after = await s.mcp(body["access_token"])
+        refreshed = await s.token(grant_type="refresh_token", refresh_token=body["refresh_token"])
+    assert (200, 200) == (status, before)
+    assert (400, {"error": "invalid_grant"}) == replayed
+    assert 401 == after
+    assert (400, {"error": "invalid_grant"}) == refreshed
+
+
 async def test_a_removed_client_loses_its_tokens_at_the_next_start(services: Services) -> None:
     port = free_port()
     async with stack(services, port) as s:
