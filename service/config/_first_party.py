@@ -72,6 +72,7 @@ def load_first_party(
     cimd: bool = read(env, "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED", problems)
     clients = _clients(env, cimd, problems)
     bootstrap_hash = _bootstrap_hash(env, problems)
+    proxies: tuple[Any, ...] = read(env, "ANGELOS_TRUSTED_PROXIES", problems)
 
     if (
         problems
@@ -101,6 +102,7 @@ def load_first_party(
             bootstrap_hash=bootstrap_hash,
             mail_from=mail.from_addr,
             allow_private_hosts=private,
+            trusted_proxies=proxies,
         ),
         (),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import msgspec
@@ -126,6 +127,8 @@ class FirstPartyConfig(msgspec.Struct, frozen=True):
     bootstrap_hash: Secret | None  # lower-case hex SHA-256 of the enrollment token
     mail_from: str  # shown on the consent page
     allow_private_hosts: bool = False
+    # ANGELOS_TRUSTED_PROXIES: whose X-Forwarded-For names an anonymous visitor's source
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
 
 
 class LocalPrincipal(msgspec.Struct, frozen=True):

@@ -164,6 +164,7 @@ def _first_party(config: Config) -> dict[str, object]:
             "ANGELOS_OAUTH_CLIENTS_JSON": [],
             "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "off",
             "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "unset",
+            "ANGELOS_TRUSTED_PROXIES": [],
         }
     if first_party is None:
         return {}
@@ -176,6 +177,7 @@ def _first_party(config: Config) -> dict[str, object]:
         "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "unset"
         if first_party.bootstrap_hash is None
         else "set",
+        "ANGELOS_TRUSTED_PROXIES": [str(network) for network in first_party.trusted_proxies],
     }
 
 

@@ -7,7 +7,15 @@ from typing import Final
 
 from schemas.scopes import BASE_SCOPE
 from service.config.table.entry import Variable
-from service.config.table.rules import Custom, Int, Matches, ReadableFile, Scopes, Switch
+from service.config.table.rules import (
+    Custom,
+    Int,
+    Matches,
+    Networks,
+    ReadableFile,
+    Scopes,
+    Switch,
+)
 
 _HTTPS = (
     "`https` URL, no userinfo, query, fragment or `%`; a public DNS host with a dot, no IP, port"
@@ -161,5 +169,15 @@ OAUTH_VARIABLES: Final = (
         ),
         "allows enrolling the owner's first passkey with the token whose SHA-256 this is (from"
         " `angelos oauth bootstrap-token`); remove it after enrollment",
+    ),
+    Variable(
+        "ANGELOS_TRUSTED_PROXIES",
+        "oauth",
+        Networks(32),
+        "the reverse proxies whose `X-Forwarded-For` is believed: anonymous sign-in budgets"
+        " are kept per source address, read right to left past these proxies (unset: the"
+        " socket peer, so behind a proxy every visitor shares the proxy's budget); name only"
+        " proxies that overwrite or append to the header",
+        unset=(),
     ),
 )

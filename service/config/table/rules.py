@@ -8,6 +8,7 @@ value stands for that).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Callable
@@ -206,6 +207,39 @@ class Scopes(Rule, frozen=True):
     def show(self, value: object) -> str:
         scopes = value if isinstance(value, tuple) else ()
         return f"`{' '.join(scopes)}`"
+
+
+class Networks(Rule, frozen=True):
+    """Comma-separated IP addresses or CIDR blocks (no host bits set); the value is a tuple of
+    ipaddress networks, a bare address being its /32 or /128."""
+
+    max_entries: int
+
+    @property
+    def text(self) -> str:
+        return (
+            f"1-{self.max_entries} comma-separated IP addresses or CIDR blocks such as"
+            " `10.0.0.0/8`, no host bits set"
+        )
+
+    def parse(self, raw: str, test_mode: bool = False) -> tuple[Any, str | None]:
+        entries = [entry.strip() for entry in raw.split(",")]
+        networks = []
+        for entry in entries:
+            try:
+                networks.append(ipaddress.ip_network(entry, strict=True))
+            except ValueError:
+                networks = []
+                break
+        if not networks or len(networks) > self.max_entries:
+            return None, (
+                f"must be 1-{self.max_entries} comma-separated IP addresses or CIDR blocks"
+                " without host bits set"
+            )
+        return tuple(networks), None
+
+    def show(self, value: object) -> str:
+        return "none"
 
 
 class Host(Rule, frozen=True):

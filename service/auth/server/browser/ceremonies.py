@@ -12,6 +12,8 @@ from schemas.secret import Secret
 from service.auth.server.bootstrap import bootstrap_token_hash
 from service.auth.server.errors import OAuthError
 from service.auth.server.store import (
+    ANONYMOUS_BEGIN,
+    ANONYMOUS_FINISH,
     PASSKEY_BEGIN,
     PASSKEY_FINISH,
     BudgetRule,
@@ -24,7 +26,7 @@ from service.wire.b64url import decode_b64url
 from .endpoint import BrowserContext
 from .guard import csrf_matches, header_csrf, read_json
 from .passkeys import NewPasskey, PasskeyRefused, PasskeyUse, challenge_of
-from .session import Visit, posting_visit, recently_signed_in, set_cookie, spend
+from .session import Visit, posting_visit, recently_signed_in, set_cookie, spend, spend_all
 
 MIN_TOKEN_BYTES: Final = 32
 MAX_TOKEN_BYTES: Final = 64
@@ -72,10 +74,18 @@ class Ceremonies:
         self.context = context
 
     async def _visit(self, request: web.Request, store: OAuthStore, rule: BudgetRule) -> Visit:
-        visit = await posting_visit(store, request, self.context.config.issuer)
+        """The checked visit of a ceremony POST, its budget spent: a stored session's own, an
+        anonymous visitor's per source address and within the cap of all anonymous ones."""
+        context = self.context
+        visit = await posting_visit(store, request, context.config.issuer, context.visitors)
         if not csrf_matches(header_csrf(request), visit.csrf):
             raise OAuthError(403, "bad_csrf")
-        await spend(store, rule, visit.session.handle)
+        if visit.visitor is None:
+            await spend(store, rule, visit.session.handle)
+        else:
+            everyone = ANONYMOUS_BEGIN if rule == PASSKEY_BEGIN else ANONYMOUS_FINISH
+            source = f"source:{context.source(request)}"
+            await spend_all(store, [(rule, source), (everyone, "")])
         return visit
 
     async def register_begin(self, request: web.Request) -> web.StreamResponse:
@@ -182,9 +192,13 @@ class Ceremonies:
             raise OAuthError(400, "passkey_refused") from None
         if not await store.owner.update_sign_count(found[0].credential_id, count):
             raise OAuthError(400, "passkey_refused")
-        signed = await store.sessions.rotate_on_sign_in(visit.cookie, visit.session)
-        if signed is None:
-            raise OAuthError(409, "session_changed")
+        if visit.visitor is not None:  # the first thing stored for this visitor
+            signed = await store.sessions.sign_in(visit.visitor.pending)
+        else:
+            rotated = await store.sessions.rotate_on_sign_in(visit.cookie, visit.session)
+            if rotated is None:
+                raise OAuthError(409, "session_changed")
+            signed = rotated
         pending = signed.pending_request
         next_url = (
             "/oauth/grants" if pending is None else f"/oauth/consent?request={pending.reveal()}"

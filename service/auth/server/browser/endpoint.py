@@ -19,6 +19,8 @@ from service.config import Client, FirstPartyConfig
 
 from .pages import error_page
 from .passkeys import RelyingParty
+from .source import request_source
+from .visitor import VisitorSeal
 
 StoreSource = Callable[[], OAuthStore | None]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -29,6 +31,7 @@ MESSAGES: Final = {
     "sign_in_required": "Sign in first.",
     "unsupported_media_type": "This request has the wrong content type.",
     "body_too_large": "This request is too large.",
+    "request_too_large": "This authorization request is too large to sign in with.",
     "malformed_form": "This form submission is malformed.",
     "malformed_request": "This request is malformed.",
     "unknown_request": "This request is unknown, expired or was already answered.",
@@ -56,6 +59,11 @@ class BrowserContext:
         if config.cimd_enabled:  # its metadata was checked when the request was authorized
             self.clients[CHATGPT.client_id] = CHATGPT
         self.relying_party = RelyingParty(config.issuer, config.owner)
+        self.visitors = VisitorSeal(config.signing_key)
+
+    def source(self, request: web.Request) -> str:
+        """The source address an anonymous request's budgets are kept by."""
+        return request_source(request, self.config.trusted_proxies)
 
     def store(self) -> OAuthStore:
         """The store; none configured or reachable right now is 503."""

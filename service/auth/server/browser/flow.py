@@ -19,7 +19,7 @@ from .consent import ConsentPages
 from .endpoint import BrowserContext, Handler, StoreSource, json_endpoint, page_endpoint, see_other
 from .grant_pages import GrantPages
 from .pages import LoginMode, login_page, refusal_page
-from .session import Visit, current, current_or_new, set_cookie, spend
+from .session import Visit, current, seal_visit, set_cookie, spend
 from .static import ASSETS, AssetFiles
 
 
@@ -39,8 +39,9 @@ class OwnerBrowser(BrowserContext):
         self.assets = AssetFiles()
 
     async def authorize(self, request: web.Request, valid: AuthorizeRequest) -> web.StreamResponse:
-        """Keep the validated request as this session's pending consent, then sign in here
-        (the page is rendered at the authorize URL) or go on to consent."""
+        """Signed in, keep the validated request as the session's pending consent and go on to
+        consent; otherwise sign in here (the page is rendered at the authorize URL), the request
+        sealed in the visitor's cookie and nothing stored."""
         return await page_endpoint(lambda r: self._authorize(r, valid))(request)
 
     def refused(self, refusal: AuthorizeError) -> web.StreamResponse:
@@ -49,8 +50,6 @@ class OwnerBrowser(BrowserContext):
 
     async def _authorize(self, request: web.Request, valid: AuthorizeRequest) -> web.StreamResponse:
         store = self.store()
-        visit = await current_or_new(store, request)
-        await spend(store, AUTHORIZE, visit.session.handle)
         asked = ConsentRequest(
             client_id=valid.client_id,
             redirect_uri=valid.redirect_uri,
@@ -58,6 +57,10 @@ class OwnerBrowser(BrowserContext):
             state=valid.state,
             code_challenge=valid.code_challenge,
         )
+        visit = await current(store, request, self.visitors)
+        if visit is None or not visit.signed_in:  # nothing is stored: the request rides along
+            return await self._sign_in_page(store, visit, asked)
+        await spend(store, AUTHORIZE, visit.session.handle)
         request_id = await store.sessions.put_consent(visit.cookie, visit.session, asked)
         if request_id is None:  # the session changed meanwhile: once more with the new record
             reloaded = await store.sessions.load(visit.cookie)
@@ -65,25 +68,31 @@ class OwnerBrowser(BrowserContext):
                 visit = Visit(visit.cookie, reloaded, visit.fresh)
                 request_id = await store.sessions.put_consent(visit.cookie, visit.session, asked)
         if request_id is None:
-            answer = see_other("/oauth/login")
-        elif visit.signed_in:
-            answer = see_other(f"/oauth/consent?request={request_id.reveal()}")
-        else:
-            answer = login_page(await self._login_mode(store), visit.csrf, self.config.mail_from)
-        if visit.fresh:
-            set_cookie(answer, visit.cookie)
-        return answer
+            return see_other("/oauth/login")
+        return see_other(f"/oauth/consent?request={request_id.reveal()}")
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         """The sign-in page (or first-passkey enrolment); signed in, the grants page."""
         store = self.store()
-        signed = await current(store, request)
-        if signed is not None and signed.signed_in:
+        visit = await current(store, request, self.visitors)
+        if visit is not None and visit.signed_in:
             return see_other("/oauth/grants")
-        visit = signed or await current_or_new(store, request)
-        answer = login_page(await self._login_mode(store), visit.csrf, self.config.mail_from)
-        if visit.fresh:
-            set_cookie(answer, visit.cookie)
+        kept = None if visit is None or visit.visitor is None else visit.visitor.pending
+        return await self._sign_in_page(store, visit, kept)
+
+    async def _sign_in_page(
+        self, store: OAuthStore, visit: Visit | None, pending: ConsentRequest | None
+    ) -> web.StreamResponse:
+        """The sign-in page for an anonymous visitor, its cookie (re)sealed with the pending
+        request for ten more minutes; nothing is stored for it."""
+        now = self.now()
+        if visit is None or visit.visitor is None:  # none yet (or a session from before)
+            visitor = self.visitors.fresh(now, pending)
+        else:
+            visitor = self.visitors.renewed(visit.visitor, now, pending)
+        sealed = seal_visit(self.visitors, visitor)
+        answer = login_page(await self._login_mode(store), sealed.csrf, self.config.mail_from)
+        set_cookie(answer, sealed.cookie)
         return answer
 
     async def _login_mode(self, store: OAuthStore) -> LoginMode:

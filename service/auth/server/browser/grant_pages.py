@@ -55,7 +55,9 @@ class GrantPages:
     async def _form(
         self, request: web.Request, store: OAuthStore, field: str | None
     ) -> tuple[Visit, str]:
-        visit = await posting_visit(store, request, self.context.config.issuer)
+        visit = await posting_visit(
+            store, request, self.context.config.issuer, self.context.visitors
+        )
         fields = await read_form(request)
         if not csrf_matches(one(fields, "csrf"), visit.csrf):
             raise OAuthError(403, "bad_csrf")

@@ -3,10 +3,11 @@ parts, SessionStore, GrantStore, RefreshStore, OwnerStore and BudgetStore, over 
 
 from ._core import StoreLimits
 from .budgets import (
+    ANONYMOUS_BEGIN,
+    ANONYMOUS_FINISH,
     AUTHORIZE,
     BROWSER,
     CLIENT_METADATA_FETCH,
-    NEW_ANONYMOUS_SESSION,
     PASSKEY_BEGIN,
     PASSKEY_FINISH,
     Budget,
@@ -31,10 +32,11 @@ from .sessions import SessionStore, SessionView, SignedIn
 from .store import OAuthStore
 
 __all__ = [
+    "ANONYMOUS_BEGIN",
+    "ANONYMOUS_FINISH",
     "AUTHORIZE",
     "BROWSER",
     "CLIENT_METADATA_FETCH",
-    "NEW_ANONYMOUS_SESSION",
     "PASSKEY_BEGIN",
     "PASSKEY_FINISH",
     "Budget",

@@ -40,6 +40,8 @@ SCRIPTS: Final = LuaScripts(
     "service.auth.server.store",
     (
         "budget",
+        "budgets",
+        "sign_in",
         "consume",
         "swap",
         "rotate_session",

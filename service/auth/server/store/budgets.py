@@ -1,7 +1,14 @@
-"""Rate budgets kept in Redis: fixed windows counted by one script (INCR, then PEXPIRE)."""
+"""Rate budgets kept in Redis: fixed windows counted by one script (INCR, then PEXPIRE).
+
+A signed-in session spends its own budgets. An anonymous visitor has nothing stored (see
+browser/visitor.py), so its passkey ceremonies spend per source address (browser/source.py) and,
+together with every other anonymous source, one global cap 30 times higher: one source cannot
+starve another, and the store holds at most a few thousand challenges whoever floods it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import msgspec
@@ -28,11 +35,12 @@ class Budget(msgspec.Struct, frozen=True):
     retry_after_s: int = 0
 
 
-PASSKEY_BEGIN: Final = BudgetRule("passkey-begin", 20, 60)
-PASSKEY_FINISH: Final = BudgetRule("passkey-finish", 30, 60)
+PASSKEY_BEGIN: Final = BudgetRule("passkey-begin", 20, 60)  # per session, or per source
+PASSKEY_FINISH: Final = BudgetRule("passkey-finish", 30, 60)  # per session, or per source
+ANONYMOUS_BEGIN: Final = BudgetRule("passkey-begin:anonymous", 600, 60)  # all sources together
+ANONYMOUS_FINISH: Final = BudgetRule("passkey-finish:anonymous", 900, 60)  # all sources together
 BROWSER: Final = BudgetRule("browser", 180, 60)  # per authenticated session
-AUTHORIZE: Final = BudgetRule("authorize", 60, 60)  # per session
-NEW_ANONYMOUS_SESSION: Final = BudgetRule("anonymous-session", 60, 60)  # one global budget
+AUTHORIZE: Final = BudgetRule("authorize", 60, 60)  # per signed-in session
 CLIENT_METADATA_FETCH: Final = BudgetRule("client-metadata:fetch", 12, 60)  # global
 
 
@@ -63,5 +71,27 @@ class BudgetStore:
 
     async def spend(self, rule: BudgetRule, scope: str = "") -> Budget:
         """Count one use of a named budget, per scope (a session handle, a grant) or global."""
-        bucket = f"{rule.name}:{scope}" if scope else rule.name
-        return await self.spend_bucket(bucket, rule.limit, rule.window_s)
+        return await self.spend_bucket(_bucket(rule, scope), rule.limit, rule.window_s)
+
+    async def spend_all(self, spends: Sequence[tuple[BudgetRule, str]]) -> Budget:
+        """Count one use of each (rule, scope) budget, or of none when any is exhausted (then
+        the longest wait among the exhausted ones); a corrupt counter raises StoreCorrupt."""
+        if not spends:
+            raise ValueError("spend_all needs at least one budget")
+        keys: list[str] = []
+        args: list[int] = []
+        for rule, scope in spends:
+            if not 1 <= rule.limit <= MAX_LIMIT or not 1 <= rule.window_s <= MAX_WINDOW_S:
+                raise ValueError("a budget needs 1..10000 uses and a window of 1 s..1 h")
+            keys.append(self.core.bucket_key("rate", _bucket(rule, scope)))
+            args += [rule.limit, rule.window_s * 1000]
+        status, rest = await self.core.script_status("budgets", keys, args)
+        if status == "ok":
+            return Budget(True)
+        if status == "limited" and len(rest) == 1:
+            return Budget(False, retry_after_s(rest[0]))
+        raise StoreCorrupt(f"the budgets script answered {text(status)!r}")
+
+
+def _bucket(rule: BudgetRule, scope: str) -> str:
+    return f"{rule.name}:{scope}" if scope else rule.name

@@ -152,6 +152,42 @@ class SessionStore:
         view = SessionView(sha256_hex(new_cookie), record, raw)
         return SignedIn(Secret(new_cookie), view, None if pending is None else Secret(pending))
 
+    async def sign_in(self, pending: ConsentRequest | None) -> SignedIn:
+        """Create a signed-in session for a visitor that had nothing stored (a new lineage),
+        with its pending request as a consent of that lineage, both in one step."""
+        now = self.core.now()
+        cookie = new_token()
+        lineage = secrets.token_hex(32)
+        request_id = None if pending is None else new_token()
+        record = SessionRecord(
+            v=1,
+            lineage=lineage,
+            csrf=new_token(),
+            created_unix=now,
+            authenticated_unix=now,
+            expires_unix=now + SESSION_LIFETIME_S,
+            pending="" if request_id is None else seal(request_id, purpose=_PENDING, key=cookie),
+        )
+        raw = encode(record)
+        keys = [self.core.bucket_key("session", cookie)]
+        args: list[bytes | int] = [raw, SESSION_IDLE_S * 1000]
+        if pending is not None and request_id is not None:
+            consent = PendingConsent(
+                v=1,
+                lineage=lineage,
+                request=pending,
+                resource=self.core.resource,
+                created_unix=now,
+                expires_unix=now + CONSENT_LIFETIME_S,
+            )
+            keys.append(self.core.bucket_key("consent", request_id))
+            args += [encode(consent), CONSENT_LIFETIME_S * 1000]
+        status, _ = await self.core.script_status("sign_in", keys, args)
+        if status != "ok":
+            raise StoreCorrupt("the sign-in script answered unexpectedly")
+        view = SessionView(sha256_hex(cookie), record, raw)
+        return SignedIn(Secret(cookie), view, None if request_id is None else Secret(request_id))
+
     async def delete(self, cookie: Presented) -> None:
         """Delete the session of a cookie value (logout); unknown values are ignored."""
         value = reveal(cookie)
