@@ -168,9 +168,11 @@ class FirstPartyServer:
         return f"{self.issuer}/oauth/authorize?{query}"
 
     @contextlib.asynccontextmanager
-    async def http(self) -> AsyncIterator[HttpOwner]:
-        """A plain aiohttp client trusting the test CA, with a cookie jar of its own."""
-        connector = aiohttp.TCPConnector(ssl=self.ssl_context)
+    async def http(self, source: str | None = None) -> AsyncIterator[HttpOwner]:
+        """A plain aiohttp client trusting the test CA, with a cookie jar of its own; `source`
+        is a loopback address its connections are bound to (127.0.0.2, ...)."""
+        local = None if source is None else (source, 0)
+        connector = aiohttp.TCPConnector(ssl=self.ssl_context, local_addr=local)
         async with aiohttp.ClientSession(
             connector=connector, cookie_jar=aiohttp.CookieJar()
         ) as session:
@@ -217,16 +219,18 @@ def first_party_env(services: Services, port: int, owner: str, token_hash: str) 
 
 @contextlib.asynccontextmanager
 async def first_party(
-    services: Services, bootstrap_token: str | None = None
+    services: Services,
+    bootstrap_token: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[FirstPartyServer]:
     """Serve the authorization server with the browser flow until the block ends (with a
-    fresh bootstrap token unless one is given)."""
+    fresh bootstrap token unless one is given, and `extra_env` added to its environment)."""
     port = free_port()
     owner = f"owner-{secrets.token_hex(8)}"
     token, token_hash = new_bootstrap_token()
     if bootstrap_token is not None:
         token, token_hash = bootstrap_token, bootstrap_token_hash(bootstrap_token)
-    env = first_party_env(services, port, owner, token_hash)
+    env = {**first_party_env(services, port, owner, token_hash), **(extra_env or {})}
     loaded = load_config(env)
     config = loaded.first_party
     if config is None:  # first-party mode still reports itself as not served; nothing else may
