@@ -128,8 +128,7 @@ def serve_http(config: Config, host: str, port: int, owner: str | None) -> int:
         return 2
     for problem in config.http_auth_problems if owner is None else ():
         log.error("resource server configuration problem", problem=problem)
-    asyncio.run(run_http(config, host, port, owner))
-    return 0
+    return asyncio.run(run_http(config, host, port, owner))
 
 
 if __name__ == "__main__":

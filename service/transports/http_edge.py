@@ -1,8 +1,13 @@
 """The /mcp edge: ASGI middleware that answers, in front of the SDK's app, what it gets wrong.
 
-In order: a foreign Host is 421 and a foreign Origin 403 (DNS rebinding: the public resource
-host, or every loopback spelling we bind to); with a bearer gate, a request without a valid
-token gets its 401 or 403 challenge before anything else is looked at; any method but POST
+Only `path` itself is served: any other path, /mcp/ included, is 404. The SDK's router would
+redirect /mcp/ to /mcp with a URL built from the scheme it sees, which behind a TLS proxy is
+http://; and one resource URL is what the token's audience and the resource metadata name, so a
+client configured with /mcp/ fails at once rather than at the token.
+
+For /mcp, in order: a foreign Host is 421 and a foreign Origin 403 (DNS rebinding: the public
+resource host, or every loopback spelling we bind to); with a bearer gate, a request without a
+valid token gets its 401 or 403 challenge before anything else is looked at; any method but POST
 is 405 (stateless JSON mode has no server-initiated stream for a GET to open); a body over
 the limit is 413; then screen() answers malformed or oversized JSON, batches and invalid
 envelopes with short JSON-RPC errors, and an unknown MCP-Protocol-Version header gets the
@@ -21,7 +26,7 @@ from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, unsupported_protocol_vers
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.auth.resource.bearer import BearerGate
@@ -58,8 +63,11 @@ class McpEdge:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer the request here or pass it on to the SDK."""
-        if scope["type"] != "http" or scope["path"] != self.path:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope["path"] != self.path:
+            await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
             return
         headers = Headers(scope=scope)
         refusal = self._foreign(headers)

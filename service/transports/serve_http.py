@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
 from typing import Any
@@ -27,9 +28,15 @@ from service.readiness import send_health
 from service.transports.host_policy import HostPolicy, loopback_policy, resource_policy
 from service.transports.http import build_http_app
 from service.transports.http_edge import McpEdge
+from service.transports.http_listener import MAX_HEADER_LINE_BYTES, handler_factory
 from service.transports.jsonrpc_edge import MAX_MESSAGE_BYTES
 
 log = structlog.get_logger("angelos.http")
+BIND_ERRORS = {
+    errno.EADDRINUSE: "the address is already in use (another process holds this port)",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+    errno.EADDRNOTAVAIL: "this machine has no such address",
+}
 
 
 class ClientGone(logging.Filter):
@@ -157,10 +164,6 @@ def http_service(
     return HttpService(web_app, app, keys, first_party)
 
 
-# A 16 KiB bearer token must fit in one header line (aiohttp's default limit is 8,190 bytes).
-MAX_HEADER_LINE_BYTES = 20 * 1024
-
-
 def app_runner(web_app: web.Application) -> web.AppRunner:
     """The aiohttp runner with our header limits and without an access log."""
     return web.AppRunner(
@@ -171,23 +174,45 @@ def app_runner(web_app: web.Application) -> web.AppRunner:
     )
 
 
-async def run_http(config: Config, host: str, port: int, owner: str | None) -> None:
-    """Serve until SIGTERM or SIGINT, then close connections."""
+class CannotListen(Exception):
+    """The port cannot be bound; the message is the one line to show."""
+
+
+async def listen(runner: web.AppRunner, host: str, port: int) -> asyncio.Server:
+    """Accept connections for the runner's app through our connection protocol."""
+    loop = asyncio.get_running_loop()
+    assert runner.server is not None  # set by runner.setup()
+    try:
+        return await loop.create_server(handler_factory(runner.server, loop), host, port)
+    except OSError as error:
+        reason = BIND_ERRORS.get(error.errno or 0, error.strerror or type(error).__name__)
+        raise CannotListen(f"angelos cannot listen on {host} port {port}: {reason}") from None
+
+
+async def run_http(config: Config, host: str, port: int, owner: str | None) -> int:
+    """Serve until SIGTERM or SIGINT, then close connections; 1 when the port cannot be bound."""
     logging.getLogger("aiohttp.server").addFilter(ClientGone())
     service = http_service(config, host, port, owner)
-    if service.app is not None:
-        await service.app.start()
     runner = app_runner(service.web_app)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    log.info("Angelos listening", host=host, port=port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    listener: asyncio.Server | None = None
     try:
+        if service.app is not None:
+            await service.app.start()
+        await runner.setup()
+        try:
+            listener = await listen(runner, host, port)
+        except CannotListen as error:
+            log.error(str(error))
+            return 1
+        log.info("Angelos listening", host=host, port=port)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+        return 0
     finally:
+        if listener is not None:
+            listener.close()  # stop accepting; the runner then closes the open connections
         await runner.cleanup()
         await service.aclose()
