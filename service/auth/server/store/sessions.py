@@ -67,7 +67,10 @@ class SessionStore:
     # ---------------------------------------------------------------------------- sessions
 
     async def create(self) -> tuple[Secret, SessionView]:
-        """Create an anonymous session (10 min, no sliding); return its cookie value and view."""
+        """Create an anonymous session (10 min, no sliding); return its cookie value and view.
+
+        The browser flow no longer creates these (a visitor's state rides in its sealed cookie
+        and `sign_in` stores its first record); one made before still signs in by rotation."""
         now = self.core.now()
         record = SessionRecord(
             v=1,
