@@ -171,6 +171,7 @@ class PreparedPayload(Struct, frozen=True, forbid_unknown_fields=True, kw_only=T
     recipients: tuple[str, ...]
     warnings: tuple[str, ...]
     digest: str
+    grant: str | UnsetType = UNSET  # first-party mode: the principal's grant binding
 
 
 _PAYLOAD_ENCODER: Final = msgspec.msgpack.Encoder()

@@ -58,7 +58,7 @@ class _Data(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
 
 
 class Prepared(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """seq 1: a preparation exists, bound to its owner and digest."""
+    """seq 1: a preparation exists, bound to its owner and digest (and, first-party, its grant)."""
 
     TYPE = "prepared"
     owner: Hex64
@@ -72,6 +72,8 @@ class Prepared(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
     recipient_count: Int53
     attachment_sha256: tuple[Hex64, ...]
     payload_sha256: Hex64
+    # First-party mode: the binding of the grant whose token prepared it (never the grant ID).
+    grant: Hex64 | UnsetType = UNSET
 
 
 class Claimed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -229,7 +231,9 @@ class ConfirmRefused(_Data, frozen=True, forbid_unknown_fields=True, kw_only=Tru
 
     TYPE = "confirm_refused"
     ANNOTATION = True
-    reason: Literal["digest_mismatch", "expired", "owner_mismatch", "payload_missing"]
+    reason: Literal[
+        "digest_mismatch", "expired", "owner_mismatch", "grant_mismatch", "payload_missing"
+    ]
 
 
 class DuplicateConfirm(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):

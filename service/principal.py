@@ -1,4 +1,5 @@
-"""Who is calling: the verified principal and its opaque owner binding."""
+"""Who is calling: the verified principal, its opaque owner binding and, in first-party mode,
+the opaque binding of the grant its token came from."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ class Principal(Struct, frozen=True):
     resource: str
     subject: str
     scopes: frozenset[str]
+    # First-party mode only: grant_binding() of the token's grant ID, never the ID itself.
+    grant: str | None = None
 
     @property
     def owner(self) -> str:
@@ -36,6 +39,15 @@ def owner_binding(issuer: str, resource: str, subject: str) -> str:
         data = part.encode("utf-8")
         digest.update(struct.pack(">Q", len(data)))
         digest.update(data)
+    return digest.hexdigest()
+
+
+def grant_binding(grant_id: str) -> str:
+    """Hash a first-party grant ID under its own label: not the ID, nor the grants page handle."""
+    data = grant_id.encode("utf-8")
+    digest = hashlib.sha256(b"angelos/grant-binding/v1\x00")
+    digest.update(struct.pack(">Q", len(data)))
+    digest.update(data)
     return digest.hexdigest()
 
 

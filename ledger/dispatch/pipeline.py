@@ -64,6 +64,11 @@ from schemas.submission import Envelope, NotSent
 
 log = structlog.get_logger("angelos.ledger.dispatch")
 GENERIC_REFUSAL = "prepared message missing, expired, or digest mismatch; nothing was sent"
+GRANT_REFUSAL = (
+    "this preparation was made through another client's authorization (or one since revoked) "
+    "and only that authorization can confirm it; prepare the message again through this "
+    "connection; nothing was sent"
+)
 INTEGRITY_OUTCOME = {"status": "rejected", "stage": "integrity_validation", "smtp_attempted": False}
 CLAIM_TRIES = 3  # re-reads after a conflicting claim (an annotation slipped in, or a rival)
 STORE_AWAY = (
@@ -121,10 +126,14 @@ class Dispatcher:
         self.checkpoint: Checkpoint = pass_checkpoint
 
     async def confirm(
-        self, pid: str, owner: str, digest: str, append_sent: bool
+        self, pid: str, owner: str, digest: str, append_sent: bool, grant: str | None = None
     ) -> SendResult | ReplayResult:
-        """Dispatch once, shielded from the caller: past the tool deadline answer `sending`."""
-        run = Run(pid, owner, digest, append_sent)
+        """Dispatch once, shielded from the caller: past the tool deadline answer `sending`.
+
+        `grant` is the confirming token's grant binding in first-party mode (None otherwise);
+        it must equal the one the preparation was made under.
+        """
+        run = Run(pid, owner, digest, append_sent, grant)
         task = asyncio.create_task(self._dispatch(run), name=f"dispatch-{pid[:8]}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -188,6 +197,11 @@ class Dispatcher:
         if prepared.owner != run.owner:
             self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="owner_mismatch"))
             raise errors.OperationFailed(GENERIC_REFUSAL)
+        if (None if prepared.grant is UNSET else prepared.grant) != run.grant:
+            # The owner's own preparation, made through another client's grant (or one revoked
+            # since): only that grant may confirm it; send_status still reads it.
+            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="grant_mismatch"))
+            raise errors.OperationFailed(GRANT_REFUSAL)
         if prepared.digest != run.digest:
             self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="digest_mismatch"))
             raise errors.OperationFailed(GENERIC_REFUSAL)
@@ -208,7 +222,7 @@ class Dispatcher:
             # A reply lost after the claim landed answers `ack_lost` on the store's retry.
             return await self.store.claim(
                 run.pid, owner=run.owner, confirmed_digest=run.digest, head=head,
-                claimed=claimed, actor=self.writes.actor, eid=eid,
+                claimed=claimed, actor=self.writes.actor, eid=eid, grant=run.grant,
             )  # fmt: skip
         except LedgerUnavailable:
             # The claim may have landed after all: then it is ours, its payload lost with the

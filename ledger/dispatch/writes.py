@@ -50,9 +50,12 @@ class Closed(Exception):
 class Run:
     """The state of one dispatch as it moves through the pipeline."""
 
-    def __init__(self, pid: str, owner: str, digest: str, append_sent: bool) -> None:
+    def __init__(
+        self, pid: str, owner: str, digest: str, append_sent: bool, grant: str | None = None
+    ) -> None:
         self.pid = pid
         self.owner = owner
+        self.grant = grant  # first-party mode: the confirming token's grant binding
         self.digest = digest
         self.append_sent = append_sent
         self.message_id = ""

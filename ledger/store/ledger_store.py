@@ -81,6 +81,7 @@ def prepared_data(payload: PreparedPayload, blob: bytes) -> Prepared:
         recipient_count=len(payload.recipients),
         attachment_sha256=tuple(a.sha256 for a in payload.attachments),
         payload_sha256=hashlib.sha256(blob).hexdigest(),
+        grant=payload.grant,
     )
 
 
@@ -201,6 +202,7 @@ class LedgerStore:
         actor: str,
         eid: str,
         at_ms: int | None = None,
+        grant: str | None = None,
     ) -> ClaimOutcome:
         """Run the atomic one-time claim; exactly one caller can ever get `claimed`.
 
@@ -217,7 +219,7 @@ class LedgerStore:
             [keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed,
              keys.meta],
             [pid, owner, confirmed_digest, head.seq, head.h, e, h, eid, m,
-             self.settings.retention_ms, self._floor(shared=True)],
+             self.settings.retention_ms, self._floor(shared=True), grant or ""],
         )  # fmt: skip
         outcome = claim_outcome(reply, head, h)
         self._saw(outcome.clock)

@@ -159,6 +159,7 @@ async def store_preparation(
         recipients=tuple(composed.recipients),
         warnings=tuple(composed.warnings),
         digest=composed.digest,
+        grant=UNSET if principal.grant is None else principal.grant,
     )
     outcome = await store.prepare(payload, actor=f"api:{app.instance_id}", eid=new_id())
     if outcome.result not in ("ok", "duplicate"):

@@ -22,7 +22,11 @@ async def send_confirmed(
             "sending requires explicit server enablement and a durable send store"
         )
     return await dispatcher.confirm(
-        args.prepared_id, principal.owner, args.confirmed_digest, args.append_sent
+        args.prepared_id,
+        principal.owner,
+        args.confirmed_digest,
+        args.append_sent,
+        principal.grant,
     )
 
 

@@ -13,6 +13,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import secrets
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -343,3 +344,107 @@ async def test_a_malformed_issuer_refuses_every_request(services: Services) -> N
     async with broken(services, MCP_OAUTH_ISSUER=f"https://localhost:{port}/") as s:
         answers = [(await s.request("GET", path))[:1] for path in ("/healthz", "/mcp")]
     assert [(400,), (400,)] == answers
+
+
+CLIENT_B = "angelos-test-client-b"
+CALLBACK_B = "https://other.example.com/callback"
+SEND_SCOPES = ("mail.read", "mail.send")
+
+
+def two_clients(services: Services) -> dict[str, str]:
+    """Sending on in a ledger namespace of its own, and a second configured client."""
+    clients = [
+        {"client_id": CLIENT_ID, "client_name": "A", "redirect_uris": [CALLBACK]},
+        {"client_id": CLIENT_B, "client_name": "B", "redirect_uris": [CALLBACK_B]},
+    ]
+    return {
+        "MAIL_ENABLE_SEND": "1",
+        "SEND_LEDGER_NAMESPACE": f"t{secrets.token_hex(6)}",
+        "ANGELOS_OAUTH_CLIENTS_JSON": json.dumps(clients),
+    }
+
+
+async def token_for(s: Stack, client_id: str, callback: str) -> tuple[str, str]:
+    """An access token of a fresh grant for `client_id`, and that grant's handle."""
+    gid, grant = await s.store.grants.create(client_id, client_id, SEND_SCOPES)
+    code = await s.store.grants.put_code(
+        gid, grant, redirect_uri=callback, code_challenge=CHALLENGE
+    )
+    status, body = await s.token(
+        client_id=client_id,
+        grant_type="authorization_code",
+        code=code.reveal(),
+        code_verifier=VERIFIER,
+        redirect_uri=callback,
+    )
+    assert 200 == status, body
+    [entry] = [e for e in await s.store.grants.list_active() if e.grant.client_id == client_id]
+    return body["access_token"], entry.handle
+
+
+async def call(s: Stack, token: str, name: str, arguments: dict[str, Any]) -> tuple[int, Any]:
+    """One tools/call over /mcp: the HTTP status and the JSON-RPC result (None without one)."""
+    message = {
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }  # fmt: skip
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+    status, answer, body = await s.request(
+        "POST", "/mcp", headers=headers, data=json.dumps(message)
+    )
+    if status != 200:
+        return status, None
+    text = body.decode()
+    if answer.get("Content-Type", "").startswith("text/event-stream"):
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+    return status, json.loads(text)["result"]
+
+
+async def prepared(s: Stack, token: str) -> dict[str, Any]:
+    message = {"to": ["someone@example.test"], "subject": "Plan", "text": "Hello"}
+    _, result = await call(s, token, "mail_prepare", {"action": "new", "message": message})
+    assert result["isError"] is False, result
+    preview: dict[str, Any] = result["structuredContent"]
+    return preview
+
+
+async def confirmed(s: Stack, token: str, preview: dict[str, Any]) -> tuple[int, Any]:
+    arguments = {
+        "prepared_id": preview["prepared_id"],
+        "confirmed_digest": preview["digest"],
+        "append_sent": False,
+    }
+    return await call(s, token, "mail_send_confirmed", arguments)
+
+
+async def send_status(s: Stack, token: str, pid: str) -> str:
+    _, result = await call(s, token, "mail_query", {"action": "send_status", "prepared_id": pid})
+    assert result["isError"] is False, result
+    value: str = result["structuredContent"]["status"]
+    return value
+
+
+async def test_a_preparation_is_confirmed_only_through_the_grant_that_made_it(
+    services: Services,
+) -> None:
+    async with stack(services, **two_clients(services)) as s:
+        token_a, handle_a = await token_for(s, CLIENT_ID, CALLBACK)
+        token_b, _ = await token_for(s, CLIENT_B, CALLBACK_B)
+        first = await prepared(s, token_a)
+        _, through_b = await confirmed(s, token_b, first)
+        status_through_b = await send_status(s, token_b, first["prepared_id"])
+        await s.store.grants.revoke(handle_a)
+        after_revocation, _ = await confirmed(s, token_a, first)
+        _, still_through_b = await confirmed(s, token_b, first)
+        status_after = await send_status(s, token_b, first["prepared_id"])
+        second = await prepared(s, token_b)
+        _, own = await confirmed(s, token_b, second)
+    assert through_b["isError"] is True
+    refusal = through_b["structuredContent"]
+    assert "operation_failed" == refusal["error_code"]
+    assert "another client's authorization" in refusal["error"], refusal
+    assert "prepared" == status_through_b == status_after
+    assert 401 == after_revocation
+    assert still_through_b["isError"] is True
+    assert own["isError"] is False, own
+    assert "accepted" == own["structuredContent"]["status"]

@@ -121,6 +121,35 @@ class TestClaim:
         types = [f[b"t"] for _, f in await client.xrange(store.keys.stream(pid))]
         assert [b"prepared", b"claimed"] == types
 
+    async def test_only_the_grant_a_preparation_was_made_under_can_claim_it(
+        self, store: LedgerStore
+    ) -> None:
+        grant, other = "a" * 64, "b" * 64
+        pid = new_id()
+        bound = msgspec.structs.replace(payload(pid, created_ms=now_ms()), grant=grant)
+        prepared = await store.prepare(bound, actor=API, eid=new_id())
+        assert prepared.head is not None
+        _, entries = await store.read(pid)
+        results = []
+        for presented in (None, other, grant):
+            outcome = await store.claim(
+                pid, owner=OWNER, confirmed_digest=DIGEST, head=prepared.head,
+                claimed=claimed(), actor=DISPATCHER, eid=new_id(), grant=presented,
+            )  # fmt: skip
+            results.append(outcome.result)
+        assert grant == getattr(decode_event(entries[0].e).data, "grant", None)
+        assert ["missing", "missing", "claimed"] == results
+
+    async def test_a_preparation_without_a_grant_is_not_claimed_with_one(
+        self, store: LedgerStore
+    ) -> None:
+        pid, head = await prepared_send(store)
+        outcome = await store.claim(
+            pid, owner=OWNER, confirmed_digest=DIGEST, head=head, claimed=claimed(),
+            actor=DISPATCHER, eid=new_id(), grant="a" * 64,
+        )  # fmt: skip
+        assert "missing" == outcome.result
+
     async def test_claim_deletes_the_payload_and_moves_the_locators(
         self, store: LedgerStore, client: aioredis.Redis
     ) -> None:

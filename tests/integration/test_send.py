@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from schemas.ledger import decode_event
+from service.principal import grant_binding
 from support.imap import close_session, open_session
 from support.inprocess import mcp_client
 from support.smtp_sink import transactions
@@ -103,6 +105,63 @@ class TestHappyPath:
             mine = await status(client, preview["prepared_id"])
         text = json.dumps(mine)
         assert "prepared" == mine["status"] and "Plan" not in text and "Hello" not in text
+
+
+async def refusal_reasons(app: Any, pid: str, least: int) -> set[str]:
+    """The reasons of the confirm_refused annotations (written in the background) on `pid`."""
+    reasons: set[str] = set()
+    for _ in range(50):
+        _, entries = await app.sending.store.read(pid)
+        reasons = {
+            getattr(decode_event(e.e).data, "reason", "")
+            for e in entries
+            if e.t == "confirm_refused"
+        }
+        if len(reasons) >= least:
+            break
+        await asyncio.sleep(0.05)
+    return reasons
+
+
+class TestGrantBinding:
+    """First-party mode: a preparation is confirmed only through the grant it was made under."""
+
+    async def test_another_grant_of_the_same_owner_cannot_confirm(self, services: Any) -> None:
+        rcpt = f"g{uuid.uuid4().hex[:8]}@example.test"
+        grant_a, grant_b = grant_binding("grant-a"), grant_binding("grant-b")
+        settings = env(services)
+        async with mcp_client(settings, grant=grant_a) as (client_a, app):
+            preview = await prepare(client_a, [rcpt])
+            pid = preview["prepared_id"]
+            async with mcp_client(settings, grant=grant_b) as (client_b, _):
+                through_b = await confirm(client_b, preview)
+                seen_by_b = await status(client_b, pid)
+            async with mcp_client(settings) as (no_grant, _):
+                without = await confirm(no_grant, preview)
+            async with mcp_client(settings, owner="someone-else", grant=grant_a) as (other, _):
+                foreign = await confirm(other, preview)
+            refusals = await refusal_reasons(app, pid, 2)
+            sent = await confirm(client_a, preview)
+        for refused in (through_b, without):
+            assert (
+                refused.is_error and "operation_failed" == refused.structured_content["error_code"]
+            )
+            assert "another client's authorization" in refused.structured_content["error"]
+        assert "another client's authorization" not in foreign.structured_content["error"]
+        assert "prepared" == seen_by_b["status"]
+        assert {"grant_mismatch", "owner_mismatch"} == set(refusals)
+        assert sent.is_error is False and "accepted" == sent.structured_content["status"]
+        assert 1 == len(transactions(services.smtp_spool, rcpt=rcpt))
+
+    async def test_a_preparation_without_a_grant_needs_a_caller_without_one(
+        self, services: Any
+    ) -> None:
+        settings = env(services)
+        async with mcp_client(settings) as (client, _):
+            preview = await prepare(client, [f"n{uuid.uuid4().hex[:8]}@example.test"])
+        async with mcp_client(settings, grant=grant_binding("grant-a")) as (granted, _):
+            refused = await confirm(granted, preview)
+        assert "another client's authorization" in refused.structured_content["error"]
 
 
 class TestFailureMatrix:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping
 
+import msgspec
 from mcp import Client
 
 from service.app import build_app
@@ -18,14 +19,20 @@ ALL_SCOPES = ("mail.read", "mail.write", "mail.send")
 
 @contextlib.asynccontextmanager
 async def mcp_client(
-    env: Mapping[str, str], scopes: Iterable[str] = ALL_SCOPES, owner: str = "tester"
+    env: Mapping[str, str],
+    scopes: Iterable[str] = ALL_SCOPES,
+    owner: str = "tester",
+    grant: str | None = None,
 ) -> AsyncIterator[tuple[Client, AppContext]]:
-    """Yield a connected client and the server's application context; close both after."""
+    """Yield a connected client and the server's application context; close both after.
+
+    `grant` stands in for a first-party token's grant binding on the caller's principal.
+    """
     config = load_config(env)
     assert config.mail is not None, config.problems
     app = build_app(config)
     await app.start()
-    principal = local_principal(owner, tuple(scopes))
+    principal = msgspec.structs.replace(local_principal(owner, tuple(scopes)), grant=grant)
     server = build_server(app, lambda ctx: principal)
     try:
         async with Client(server) as client:

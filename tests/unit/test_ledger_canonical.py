@@ -30,7 +30,7 @@ from support.ledger import PID, SAMPLES, T0, build_events, payload, prepared
 CATALOGUE = {
     "prepared": {
         "owner", "digest", "message_id", "transport", "action", "created_ms", "expires_ms",
-        "encoded_bytes", "recipient_count", "attachment_sha256", "payload_sha256",
+        "encoded_bytes", "recipient_count", "attachment_sha256", "payload_sha256", "grant",
     },
     "claimed": {"dispatcher_id", "claim_token", "confirmed_digest", "append_sent"},
     "dispatch_aborted": {"stage", "reason", "network_contacted"},

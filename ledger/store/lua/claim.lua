@@ -1,13 +1,14 @@
 -- ledger_claim: the one-time claim.
 -- KEYS: stream, payload, index, open, unclaimed, meta
 -- ARGV: pid, owner, confirmed_digest, expected_seq, expected_h, e, h, eid, m, retention_ms,
---       floor
+--       floor, grant (the grant binding, "" outside first-party mode)
 local stream, payload_key, index_key, open_key, unclaimed, meta = KEYS[1], KEYS[2], KEYS[3],
   KEYS[4], KEYS[5], KEYS[6]
 local pid, owner, digest = ARGV[1], ARGV[2], ARGV[3]
 local expected_seq, expected_h = tonumber(ARGV[4]), ARGV[5]
 local e, h, eid, m, retention = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
 local floor = tonumber(ARGV[11])
+local grant = ARGV[12] or ''
 
 local entries = read_entries(stream)
 if #entries == 0 then
@@ -20,7 +21,7 @@ local prepared = decode(entries[1].e)
 if entries[1].seq ~= 1 or entries[1].t ~= 'prepared' or not prepared or prepared.pid ~= pid then
   return {'corrupt', 'entry 1 is not the prepared event'}
 end
-if prepared.data.owner ~= owner then
+if prepared.data.owner ~= owner or (prepared.data.grant or '') ~= grant then
   return {'missing'}
 end
 if prepared.data.digest ~= digest then

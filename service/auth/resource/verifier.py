@@ -16,7 +16,7 @@ from service.auth.resource.jwt import (
 )
 from service.auth.resource.key_cache import KeyCache
 from service.auth.resource.profile import GrantCheck, check_profile
-from service.principal import Principal
+from service.principal import Principal, grant_binding
 
 
 class AuthFailure(Exception):
@@ -57,16 +57,20 @@ class TokenVerifier:
         claims = parsed.claims
         if claims.expires <= int(self.clock()):  # the fetch may have outlived the token
             raise AuthFailure(401, "exp")
+        grant = None
         if self.grant_check is not None:
-            await self._grant_active(claims)
+            grant = grant_binding(await self._grant_active(claims))
         if BASE_SCOPE not in claims.scopes:
             raise AuthFailure(403, "scope")
         return Principal(
-            claims.issuer, self.rules.resource, claims.subject, frozenset(claims.scopes)
+            claims.issuer, self.rules.resource, claims.subject, frozenset(claims.scopes), grant
         )
 
-    async def _grant_active(self, claims: Claims) -> None:
-        """Apply the first-party profile, then ask the grant store; revoked means 401 now."""
+    async def _grant_active(self, claims: Claims) -> str:
+        """Apply the first-party profile, then ask the grant store; revoked means 401 now.
+
+        Return the token's grant ID, which the principal carries only as its binding.
+        """
         try:
             gid, client_id = check_profile(claims)
         except TokenRejected as exc:
@@ -76,3 +80,4 @@ class TokenVerifier:
             raise AuthFailure(401, "grant")
         if claims.expires <= int(self.clock()):  # the store round trip may have outlived it
             raise AuthFailure(401, "exp")
+        return gid
