@@ -13,7 +13,7 @@ from service.auth.resource.bearer import BearerGate
 from service.auth.resource.jwt import TokenRules
 from service.auth.resource.key_cache import KeyCache, LocalKeySource
 from service.auth.resource.verifier import TokenVerifier
-from service.auth.server.client_metadata import CHATGPT
+from service.auth.server.client_metadata import metadata_client_id
 from service.auth.server.routes import AuthorizationServer, BrowserFlow, StoreSource, oauth_headers
 from service.auth.server.signing import Signer
 from service.auth.server.store import OAuthStore
@@ -36,9 +36,7 @@ class FirstParty:
         self.config = config
         self.app = app
         self._store: OAuthStore | None = None
-        self.clients = frozenset(client.client_id for client in config.clients) | (
-            {CHATGPT.client_id} if config.cimd_enabled else set()
-        )
+        self.clients = frozenset(client.client_id for client in config.clients)
         signer = Signer.of(config)
         self.keys = KeyCache(LocalKeySource(signer.jwks_document()))
         rules = TokenRules(config.issuer, config.resource, frozenset({config.owner}))
@@ -58,9 +56,11 @@ class FirstParty:
     async def grant_active(
         self, gid: str, client_id: str, subject: str, scopes: tuple[str, ...]
     ) -> bool:
-        """The online grant check: the client still configured and the grant still active."""
+        """The online grant check: the client still configured (or a metadata client while that
+        switch is on) and the grant still active."""
         store = self.store()
-        if store is None or client_id not in self.clients:
+        known = client_id in self.clients or metadata_client_id(self.config, client_id)
+        if store is None or not known:
             return False
         return await store.grants.grant_active(gid, client_id, subject, scopes)
 

@@ -13,7 +13,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from schemas.secret import Secret
 from service.config._model import Client, FirstPartyConfig, HttpAuthConfig, MailConfig, StoreConfig
-from service.config._urls import HttpsUrl, parse_public_https_url, redirect_uri_problem
+from service.config._redirect_uris import callback_key, callback_problem
+from service.config._urls import HttpsUrl, parse_public_https_url
 from service.config._values import has_control, utf8_size, value_of
 from service.config.signing_keys import (
     MAX_VERIFICATION_KEYS,
@@ -69,7 +70,7 @@ def load_first_party(
     kid = _signing_kid(env, problems)
     key = _signing_key(env, problems)
     retiring = _verification_keys(env, kid, problems)
-    cimd: bool = read(env, "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED", problems)
+    cimd: bool = read(env, "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED", problems)
     clients = _clients(env, cimd, problems)
     bootstrap_hash = _bootstrap_hash(env, problems)
     proxies: tuple[Any, ...] = read(env, "ANGELOS_TRUSTED_PROXIES", problems)
@@ -103,6 +104,7 @@ def load_first_party(
             mail_from=mail.from_addr,
             allow_private_hosts=private,
             trusted_proxies=proxies,
+            ca_file=http_auth.ca_file,
         ),
         (),
     )
@@ -257,7 +259,8 @@ def _clients(env: Mapping[str, str], cimd: bool, problems: list[str]) -> tuple[C
         return None
     if not document and not cimd:
         problems.append(
-            f"{_CLIENTS}: at least one client is needed unless ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED=1"
+            f"{_CLIENTS}: at least one client is needed unless"
+            " ANGELOS_OAUTH_CLIENT_METADATA_ENABLED=1"
         )
         return None
     if len(document) > MAX_CLIENTS:
@@ -302,7 +305,7 @@ def _client(entry: object, where: str, problems: list[str]) -> Client | None:
     elif client_id == CHATGPT_CLIENT_ID:
         problems.append(
             f"{where}: client_id must not be the ChatGPT client; set"
-            " ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED=1 for it instead"
+            " ANGELOS_OAUTH_CLIENT_METADATA_ENABLED=1 for it instead"
         )
     name = raw_name.strip() if isinstance(raw_name, str) else None
     if name is None or not 1 <= utf8_size(name) <= MAX_CLIENT_NAME_BYTES or has_control(name):
@@ -310,13 +313,20 @@ def _client(entry: object, where: str, problems: list[str]) -> Client | None:
             f"{where}: client_name must be a string of 1-{MAX_CLIENT_NAME_BYTES} bytes without"
             " control characters"
         )
-    uris = _redirect_uris(entry.get("redirect_uris"), where, problems)
+    native = entry.get("native", False)
+    if not isinstance(native, bool):
+        problems.append(f"{where}: native must be true or false")
+        native = False
+    uris = redirect_uri_list(entry.get("redirect_uris"), where, problems, native=native)
     if len(problems) != before or client_id is None or name is None or uris is None:
         return None
-    return Client(client_id=client_id, client_name=name, redirect_uris=uris)
+    return Client(client_id=client_id, client_name=name, redirect_uris=uris, native=native)
 
 
-def _redirect_uris(value: object, where: str, problems: list[str]) -> tuple[str, ...] | None:
+def redirect_uri_list(
+    value: object, where: str, problems: list[str], *, native: bool
+) -> tuple[str, ...] | None:
+    """1-8 distinct acceptable redirect URIs (loopback ones differing only in port are one)."""
     if (
         not isinstance(value, list)
         or not 1 <= len(value) <= MAX_REDIRECT_URIS
@@ -329,11 +339,12 @@ def _redirect_uris(value: object, where: str, problems: list[str]) -> tuple[str,
     before = len(problems)
     first_seen: dict[str, int] = {}
     for number, uri in enumerate(value, start=1):
-        if uri in first_seen:
-            problems.append(f"{where}: redirect URI {number} repeats URI {first_seen[uri]}")
+        key = callback_key(uri)
+        if key in first_seen:
+            problems.append(f"{where}: redirect URI {number} repeats URI {first_seen[key]}")
             continue
-        first_seen[uri] = number
-        problem = redirect_uri_problem(uri)
+        first_seen[key] = number
+        problem = callback_problem(uri, native=native)
         if problem:
             problems.append(f"{where}: redirect URI {number} {problem}")
     return None if len(problems) != before else tuple(value)

@@ -105,11 +105,13 @@ class HttpAuthConfig(msgspec.Struct, frozen=True):
 
 
 class Client(msgspec.Struct, frozen=True):
-    """A predefined public client: PKCE S256, no secret, only these exact redirect URIs."""
+    """A predefined public client: PKCE S256, no secret, only these redirect URIs (https exact;
+    a native one may also have loopback URIs, any port, and private-use scheme URIs)."""
 
     client_id: str
     client_name: str
     redirect_uris: tuple[str, ...]
+    native: bool = False
 
 
 class FirstPartyConfig(msgspec.Struct, frozen=True):
@@ -123,12 +125,13 @@ class FirstPartyConfig(msgspec.Struct, frozen=True):
     signing_kid: str
     verification_keys: tuple[VerificationKey, ...]  # retiring public keys, sorted by kid
     clients: tuple[Client, ...]
-    cimd_enabled: bool  # the pinned ChatGPT client-metadata client
+    cimd_enabled: bool  # clients by their metadata document (ChatGPT's pinned one among them)
     bootstrap_hash: Secret | None  # lower-case hex SHA-256 of the enrollment token
     mail_from: str  # shown on the consent page
     allow_private_hosts: bool = False
     # ANGELOS_TRUSTED_PROXIES: whose X-Forwarded-For names an anonymous visitor's source
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    ca_file: str | None = None  # MCP_OAUTH_CA_FILE: extra CAs for client metadata documents
 
 
 class LocalPrincipal(msgspec.Struct, frozen=True):

@@ -21,7 +21,7 @@ _PORT_TEXT = re.compile(r"[1-9][0-9]{0,4}", re.ASCII)
 _HTTPS_PORT = 443
 MAX_REDIRECT_URI_CHARS = 2048
 # An authorization response adds these to the callback; a registered URI must not hold them.
-_RESPONSE_PARAMETERS = frozenset({"code", "error", "error_description", "state", "iss"})
+RESPONSE_PARAMETERS = frozenset({"code", "error", "error_description", "state", "iss"})
 _MAX_REDIS_DB = 100_000
 
 
@@ -104,7 +104,7 @@ def redirect_uri_problem(text: str) -> str | None:
     if question and not query:
         return "must not end in a bare '?'"
     names = {pair.partition("=")[0] for pair in query.split("&")} if query else set()
-    if names & _RESPONSE_PARAMETERS:
+    if names & RESPONSE_PARAMETERS:
         return "query must not hold code, error, error_description, state or iss"
     return None
 

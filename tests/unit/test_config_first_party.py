@@ -140,7 +140,7 @@ class TestGoodConfiguration:
 
     def test_the_chatgpt_switch_stands_in_for_the_client_list(self) -> None:
         config = load(
-            FIRST_PARTY, ANGELOS_OAUTH_CLIENTS_JSON=None, ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED="1"
+            FIRST_PARTY, ANGELOS_OAUTH_CLIENTS_JSON=None, ANGELOS_OAUTH_CLIENT_METADATA_ENABLED="1"
         )
         assert config.first_party is not None
         assert ((), True) == (config.first_party.clients, config.first_party.cimd_enabled)
@@ -377,7 +377,8 @@ class TestClients:
     ) -> None:
         config = load(FIRST_PARTY, ANGELOS_OAUTH_CLIENTS_JSON=document)
         assert (
-            f"{CLIENTS}: at least one client is needed unless ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED=1",
+            f"{CLIENTS}: at least one client is needed unless"
+            " ANGELOS_OAUTH_CLIENT_METADATA_ENABLED=1",
         ) == refused(config)
 
     def test_a_repeated_client_id_is_refused(self) -> None:
@@ -396,7 +397,7 @@ class TestClients:
         document = clients(client(client_id=CHATGPT_CLIENT_ID))
         assert (
             f"{CLIENTS}: client 1: client_id must not be the ChatGPT client; set"
-            " ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED=1 for it instead",
+            " ANGELOS_OAUTH_CLIENT_METADATA_ENABLED=1 for it instead",
         ) == refused(load(FIRST_PARTY, ANGELOS_OAUTH_CLIENTS_JSON=document))
 
     def test_a_case_fold_alias_of_a_member_name_is_refused(self) -> None:
@@ -638,6 +639,39 @@ class TestNoLeaks:
             "ANGELOS_OAUTH_SIGNING_KEY_ID": "k-2025",
             "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": "k-2024",
             "ANGELOS_OAUTH_CLIENTS_JSON": "angelos-claude",
-            "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "off",
+            "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "off",
             "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "set",
         } == values
+
+
+def test_a_native_client_registers_loopback_and_private_use_callbacks() -> None:
+    uris = ["http://127.0.0.1/oauth/callback", "cursor://anysphere.cursor-retrieval/oauth/callback"]
+    config = load(
+        FIRST_PARTY, ANGELOS_OAUTH_CLIENTS_JSON=clients(client(redirect_uris=uris, native=True))
+    )
+    assert config.first_party is not None
+    [native] = config.first_party.clients
+    assert (True, tuple(uris)) == (native.native, native.redirect_uris)
+
+
+def test_a_client_not_native_may_not_register_a_loopback_callback() -> None:
+    uris = ["http://127.0.0.1/oauth/callback"]
+    config = load(FIRST_PARTY, ANGELOS_OAUTH_CLIENTS_JSON=clients(client(redirect_uris=uris)))
+    assert (f"{CLIENTS}: client 1: redirect URI 1 must be an https:// URL",) == refused(config)
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            client(native=True, redirect_uris=["http://127.0.0.1:1/cb", "http://127.0.0.1:2/cb"]),
+            "redirect URI 2 repeats URI 1",
+        ),
+        (client(native=True, redirect_uris=["http://evil.example/cb"]), "redirect URI 1 an http"),
+        (client(native="yes"), "native must be true or false"),
+    ],
+    ids=["loopback-twice", "http-elsewhere", "native-not-boolean"],
+)
+def test_native_clients_off_the_rules_are_refused(entry: dict[str, object], problem: str) -> None:
+    [found] = refused(load(FIRST_PARTY, ANGELOS_OAUTH_CLIENTS_JSON=clients(entry)))
+    assert found.startswith(f"{CLIENTS}: client 1: ") and problem in found

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import pytest
@@ -20,6 +19,7 @@ from service.auth.server.authorize_request import (
     single_valued,
 )
 from service.auth.server.errors import AuthorizeError as AuthorizeRefusal
+from service.config import Client
 
 RESOURCE = "https://mail.example.com/mcp"
 ISSUER = "https://mail.example.com"
@@ -27,13 +27,7 @@ CALLBACK = "https://claude.ai/api/mcp/auth_callback"
 CHALLENGE = base64.urlsafe_b64encode(hashlib.sha256(b"v" * 43).digest()).rstrip(b"=").decode()
 
 
-@dataclass(frozen=True)
-class Client:
-    client_id: str
-    redirect_uris: tuple[str, ...]
-
-
-CLIENTS = {"angelos-claude": Client("angelos-claude", (CALLBACK,))}
+CLIENTS = {"angelos-claude": Client("angelos-claude", "Claude", (CALLBACK,))}
 GOOD = {
     "client_id": "angelos-claude",
     "redirect_uri": CALLBACK,
@@ -63,7 +57,9 @@ def validate(**changes: str | None) -> AuthorizeRequest | AuthorizeRefusal:
 
 def test_a_good_request_is_accepted_with_canonical_scopes() -> None:
     assert (
-        AuthorizeRequest("angelos-claude", CALLBACK, "st-1", CHALLENGE, ("mail.read", "mail.send"))
+        AuthorizeRequest(
+            "angelos-claude", CALLBACK, "st-1", CHALLENGE, ("mail.read", "mail.send"), "Claude"
+        )
         == validate()
     )
 

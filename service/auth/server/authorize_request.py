@@ -16,6 +16,7 @@ import msgspec
 
 from schemas.scopes import Scope, parse_scope_list
 from service.auth.server.errors import AuthorizeError
+from service.config._redirect_uris import redirect_uri_matches
 from service.wire.b64url import encodes_bytes
 
 MAX_QUERY_BYTES: Final = 8192
@@ -37,6 +38,9 @@ class RegisteredClient(Protocol):
     def client_id(self) -> str: ...
 
     @property
+    def client_name(self) -> str: ...
+
+    @property
     def redirect_uris(self) -> tuple[str, ...]: ...
 
 
@@ -48,6 +52,7 @@ class AuthorizeRequest(msgspec.Struct, frozen=True):
     state: str  # "" when the client sent none (PKCE, always required, carries the CSRF role)
     code_challenge: str
     scopes: tuple[Scope, ...]  # canonical order
+    client_name: str = ""  # as configuration or the client's metadata document names it
 
 
 def parse_scope(value: str | None) -> tuple[Scope, ...] | None:
@@ -87,7 +92,7 @@ def validate_authorize(
     redirect_uri = params.get("redirect_uri")
     if not redirect_uri:
         raise AuthorizeError("invalid_client", rule="redirect_uri_missing")
-    if redirect_uri not in client.redirect_uris:
+    if not redirect_uri_matches(client.redirect_uris, redirect_uri):
         raise AuthorizeError("invalid_client", rule="redirect_uri_not_registered")
     state = params.get("state")
     error = _redirected_error(params, state, resource)
@@ -98,7 +103,12 @@ def validate_authorize(
     if scopes is None:
         raise AuthorizeError("invalid_scope", redirect_uri, state)
     return AuthorizeRequest(
-        client.client_id, redirect_uri, state or "", params["code_challenge"], scopes
+        client.client_id,
+        redirect_uri,
+        state or "",
+        params["code_challenge"],
+        scopes,
+        client.client_name,
     )
 
 

@@ -42,9 +42,9 @@ class OAuthError(Exception):
 
 
 class AuthorizeError(OAuthError):
-    """A refused authorization request (400): with a redirect URI it goes back to the client
-    (`error`, `iss` and the state when it is valid), without one it is a page for the owner
-    naming the failed check, its `rule`."""
+    """A refused authorization request: with a redirect URI it goes back to the client (`error`,
+    `iss` and the state when it is valid), without one it is a page for the owner naming the
+    failed check, its `rule` (400, or 503/429 when a client's metadata could not be had)."""
 
     def __init__(
         self,
@@ -53,12 +53,13 @@ class AuthorizeError(OAuthError):
         state: str | None = None,
         *,
         rule: str = "",
+        status: int = 400,
     ) -> None:
-        super().__init__(400, error)
+        super().__init__(status, error)
         self.redirect_uri = redirect_uri
         self.state = state
         self.rule = rule
 
     def fields(self) -> tuple[object, ...]:
         """What tells two refusals apart."""
-        return (self.error, self.redirect_uri, self.state, self.rule)
+        return (self.status, self.error, self.redirect_uri, self.state, self.rule)

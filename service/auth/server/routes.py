@@ -19,6 +19,7 @@ from aiohttp import web
 
 from schemas.scopes import SCOPE_ORDER
 from service.auth.server.authorize_request import (
+    MAX_QUERY_BYTES,
     AuthorizeRequest,
     RegisteredClient,
     refusal_location,
@@ -26,13 +27,18 @@ from service.auth.server.authorize_request import (
     validate_authorize,
 )
 from service.auth.server.client_metadata import (
-    CHATGPT,
+    MetadataClient,
+    looks_like_metadata_url,
+    metadata_client_id,
+    metadata_url_problem,
+)
+from service.auth.server.errors import RETRY_AFTER, AuthorizeError, OAuthError
+from service.auth.server.metadata_resolver import (
     ClientMetadataResolver,
     ClientMetadataUnavailable,
 )
-from service.auth.server.errors import RETRY_AFTER, AuthorizeError, OAuthError
 from service.auth.server.signing import Signer
-from service.auth.server.store import CLIENT_METADATA_FETCH, OAuthStore
+from service.auth.server.store import CLIENT_METADATA_FETCH, CLIENT_METADATA_SOURCE, OAuthStore
 from service.auth.server.store.errors import StoreError
 from service.auth.server.token_request import (
     MAX_BODY_BYTES,
@@ -68,6 +74,10 @@ class BrowserFlow(Protocol):
 
     async def authorize(self, request: web.Request, valid: AuthorizeRequest) -> web.StreamResponse:
         """Sign in (rendered at this URL) or go on to consent."""
+        ...
+
+    def source(self, request: web.Request) -> str:
+        """The source address an anonymous request's budgets are kept by."""
         ...
 
     def refused(self, refusal: AuthorizeError) -> web.StreamResponse:
@@ -134,19 +144,35 @@ class AuthorizationServer:
         self.clients: dict[str, RegisteredClient] = {c.client_id: c for c in config.clients}
         self.cimd: ClientMetadataResolver | None = None
         if config.cimd_enabled:
-            # Token redemption uses the pinned identity; only authorization fetches metadata.
-            self.clients[CHATGPT.client_id] = CHATGPT
-            self.cimd = ClientMetadataResolver(self._spend_fetch_budget)
+            # Only authorization fetches; token redemption uses the identity bound then.
+            self.cimd = ClientMetadataResolver(
+                ca_file=config.ca_file, allow_private_hosts=config.allow_private_hosts
+            )
         self.who = Issuer(config.issuer, config.resource, config.owner)
 
-    async def _spend_fetch_budget(self) -> bool:
+    async def _spend_fetch_budget(self, source: str) -> bool:
         store = self.store_of()
         if store is None:
-            raise ClientMetadataUnavailable(503)
+            raise ClientMetadataUnavailable(503, "client_metadata_unavailable")
+        spends = [(CLIENT_METADATA_SOURCE, source), (CLIENT_METADATA_FETCH, "")]
         try:
-            return (await store.budgets.spend(CLIENT_METADATA_FETCH)).allowed
+            return (await store.budgets.spend_all(spends)).allowed
         except StoreError:
-            raise ClientMetadataUnavailable(503) from None
+            raise ClientMetadataUnavailable(503, "client_metadata_unavailable") from None
+
+    async def _metadata_client(self, request: web.Request, client_id: str) -> MetadataClient:
+        """The client an https client_id's metadata document describes, or AuthorizeError."""
+        if self.cimd is None:
+            raise AuthorizeError("invalid_client", rule="client_metadata_disabled")
+        private = self.config.allow_private_hosts
+        if metadata_url_problem(client_id, allow_private_hosts=private) is not None:
+            raise AuthorizeError("invalid_client", rule="client_metadata_url")
+        source = self.browser.source(request)
+        try:
+            return await self.cimd.resolve(client_id, lambda: self._spend_fetch_budget(source))
+        except ClientMetadataUnavailable as unavailable:
+            rule, status = unavailable.rule, unavailable.status
+        raise AuthorizeError("invalid_client", rule=rule, status=status)
 
     async def aclose(self) -> None:
         """Close the client-metadata fetcher's connections."""
@@ -189,21 +215,31 @@ class AuthorizationServer:
         # The raw query, decoded once by the validator: aiohttp's query_string is decoded
         # already, and a second decoding would let a doubly encoded redirect URI match.
         query = request.rel_url.raw_query_string
-        if self.cimd is not None and _client_id(query) == CHATGPT.client_id:
-            try:
-                await self.cimd.resolve()  # the metadata must still say what the pin says
-            except ClientMetadataUnavailable as unavailable:
-                raise OAuthError(unavailable.status, "temporarily_unavailable") from None
         try:
-            valid = validate_authorize(query, self.clients, self.config.resource)
+            clients = await self._clients_for(request, query)
+            valid = validate_authorize(query, clients, self.config.resource)
         except AuthorizeError as refusal:
             location = refusal_location(refusal, self.config.issuer)
             if location is None:  # never redirect to a destination not yet validated
                 # The check's name only: the query's values may be anything a visitor sent.
                 log.warning("authorize_refused", rule=refusal.rule, error=refusal.error)
-                return self.browser.refused(refusal)
+                page = self.browser.refused(refusal)
+                if refusal.status == 429:
+                    page.headers["Retry-After"] = RETRY_AFTER
+                return page
             raise web.HTTPSeeOther(location) from None
         return await self.browser.authorize(request, valid)
+
+    async def _clients_for(
+        self, request: web.Request, query: str
+    ) -> Mapping[str, RegisteredClient]:
+        """The configured clients, or the one whose metadata document the client_id names."""
+        client_id = _client_id(query) if len(query.encode()) <= MAX_QUERY_BYTES else None
+        if client_id is None or client_id in self.clients:
+            return self.clients
+        if not looks_like_metadata_url(client_id):
+            return self.clients  # the validator names it an unknown client
+        return {client_id: await self._metadata_client(request, client_id)}
 
     async def _token(self, request: web.Request) -> web.StreamResponse:
         body = await request.content.read(MAX_BODY_BYTES + 1)
@@ -215,6 +251,7 @@ class AuthorizationServer:
                 body=body,
                 clients=self.clients,
                 resource=self.config.resource,
+                bound=lambda client_id: metadata_client_id(self.config, client_id),
             )
         except OAuthError as refused:
             log.info("token_refused", status=refused.status, error=refused.error)

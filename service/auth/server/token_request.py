@@ -10,7 +10,7 @@ own values (invalid_grant, then invalid_scope).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import msgspec
@@ -18,6 +18,7 @@ import msgspec
 from schemas.scopes import Scope
 from service.auth.server.authorize_request import RegisteredClient, parse_scope, single_valued
 from service.auth.server.errors import OAuthError
+from service.config._redirect_uris import redirect_uri_matches
 from service.wire.b64url import encodes_bytes
 
 MAX_BODY_BYTES: Final = 16384
@@ -67,13 +68,19 @@ def validate_token_request(
     body: bytes,
     clients: Mapping[str, RegisteredClient],
     resource: str,
+    bound: Callable[[str], bool] = lambda client_id: False,
 ) -> TokenRequest:
-    """Check a POST to /oauth/token (the route answers other methods 405); OAuthError if not."""
+    """Check a POST to /oauth/token (the route answers other methods 405); OAuthError if not.
+
+    `bound` tells a client whose identity was bound at authorization (a metadata document
+    client): it is not fetched again, and its code carries the exact redirect URI it was given.
+    """
     form = _form(query, has_authorization, content_type, body)
     if form is None:
         raise OAuthError(400, "invalid_request")
-    client = clients.get(form.get("client_id", ""))
-    if client is None:
+    client_id = form.get("client_id", "")
+    client = clients.get(client_id)
+    if client is None and not bound(client_id):
         raise OAuthError(400, "invalid_client")
     if form.get("resource") != resource:
         raise OAuthError(400, "invalid_target")
@@ -114,12 +121,13 @@ def _decode(form: Mapping[str, str]) -> TokenRequest:
     return request
 
 
-def _checked_exchange(request: CodeExchange, client: RegisteredClient) -> CodeExchange:
+def _checked_exchange(request: CodeExchange, client: RegisteredClient | None) -> CodeExchange:
     if not encodes_bytes(request.code, SECRET_BYTES) or not _VERIFIER.fullmatch(
         request.code_verifier
     ):
         raise OAuthError(400, "invalid_grant")
-    if request.redirect_uri not in client.redirect_uris:
+    # The code holds the exact URI its authorization was sent to (compared in exchange_code).
+    if client is not None and not redirect_uri_matches(client.redirect_uris, request.redirect_uri):
         raise OAuthError(400, "invalid_grant")
     return request
 

@@ -75,7 +75,7 @@ HTTP_VARIABLES: Final = (
         "http",
         ReadableFile(),
         "a PEM bundle of extra trusted CAs for fetching the signing keys (an issuer with a"
-        " private CA)",
+        " private CA) and, in first-party mode, client metadata documents",
         shown="unset (system CAs)",
     ),
     Variable(
@@ -139,11 +139,15 @@ OAUTH_VARIABLES: Final = (
         "oauth",
         Custom(
             "a strict JSON array (at most 32768 bytes, no names repeated even in other letter"
-            ' case) of 1-16 `{"client_id", "client_name", "redirect_uris"}`; required unless'
-            " the ChatGPT switch is on. `client_id` 1-512 bytes, unique, not the ChatGPT URL;"
-            " `client_name` 1-128 bytes; 1-8 unique `https` redirect URIs on a public DNS name,"
-            " port absent or 443, no fragment, userinfo, `%`, dot segments or bare `?`, and no"
-            " `code`, `error`, `error_description`, `state` or `iss` in the query",
+            ' case) of 1-16 `{"client_id", "client_name", "redirect_uris", "native"}`; required'
+            " unless the client-metadata switch is on. `client_id` 1-512 bytes, unique, not the"
+            " ChatGPT URL; `client_name` 1-128 bytes; 1-8 unique redirect URIs: `https` on a"
+            " public DNS name, port absent or 443, no fragment, userinfo, `%`, dot segments or"
+            " bare `?`, and no `code`, `error`, `error_description`, `state` or `iss` in the"
+            ' query. With `"native": true` also `http://127.0.0.1/<path>`, `http://[::1]/<path>`'
+            " or `http://localhost/<path>` (a port or none; any port matches, the path and query"
+            " exactly) and private-use scheme URIs (`com.example.app:/cb`; a scheme with a period,"
+            " or `cursor`, `vscode`, `vscode-insiders`, `windsurf`)",
             checked_by="_first_party._clients",
         ),
         "the public clients (PKCE S256, no secret) that may ask the owner for access, e.g."
@@ -152,11 +156,13 @@ OAUTH_VARIABLES: Final = (
         shown="none",
     ),
     Variable(
-        "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED",
+        "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED",
         "oauth",
         Switch(),
-        "accepts ChatGPT by its pinned client-metadata document"
-        " (`https://chatgpt.com/oauth/client.json`)",
+        "accepts clients whose `client_id` is the https URL of their client metadata document"
+        " (fetched at authorization, checked strictly, kept at most 5 minutes); ChatGPT's"
+        " (`https://chatgpt.com/oauth/client.json`) is held to its one known callback; turning"
+        " it off ends such clients' access",
         unset=False,
     ),
     Variable(

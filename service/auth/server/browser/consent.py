@@ -50,13 +50,14 @@ class ConsentPages:
         )
         if request_id is None or pending is None:
             raise OAuthError(400, "unknown_request")
-        client = self.context.clients.get(pending.request.client_id)
-        if client is None:
+        named = self.context.client_named(pending.request)
+        if named is None:
             raise OAuthError(400, "unknown_client")
         return consent_page(
             csrf=visit.csrf,
             request_id=request_id,
-            client_name=client.client_name,
+            client_name=named[0],
+            client_host=named[1],
             redirect_uri=pending.request.redirect_uri,
             scopes=pending.request.scopes,
             mail_from=self.context.config.mail_from,
@@ -103,13 +104,11 @@ class ConsentPages:
         self, store: OAuthStore, pending: PendingConsent, scopes: tuple[Scope, ...]
     ) -> web.StreamResponse:
         asked = pending.request
-        client = self.context.clients.get(asked.client_id)
-        if client is None:
+        named = self.context.client_named(asked)
+        if named is None:
             raise OAuthError(400, "unknown_client")
         try:
-            grant_id, grant = await store.grants.create(
-                client.client_id, client.client_name, scopes
-            )
+            grant_id, grant = await store.grants.create(asked.client_id, named[0], scopes)
         except GrantLimitReached:
             raise OAuthError(409, "too_many_grants") from None
         code = await store.grants.put_code(

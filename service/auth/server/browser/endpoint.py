@@ -12,9 +12,10 @@ from typing import Final
 
 from aiohttp import web
 
-from service.auth.server.client_metadata import CHATGPT, PinnedClient
+from service.auth.server.client_metadata import document_host, metadata_client_id
 from service.auth.server.errors import RETRY_AFTER, OAuthError
 from service.auth.server.store import OAuthStore, StoreError
+from service.auth.server.store.records import ConsentRequest
 from service.config import Client, FirstPartyConfig
 
 from .pages import error_page
@@ -55,11 +56,19 @@ class BrowserContext:
         self.config = config
         self.store_of = store_of
         self.clock = clock
-        self.clients: dict[str, Client | PinnedClient] = {c.client_id: c for c in config.clients}
-        if config.cimd_enabled:  # its metadata was checked when the request was authorized
-            self.clients[CHATGPT.client_id] = CHATGPT
+        self.clients: dict[str, Client] = {c.client_id: c for c in config.clients}
         self.relying_party = RelyingParty(config.issuer, config.owner)
         self.visitors = VisitorSeal(config.signing_key)
+
+    def client_named(self, asked: ConsentRequest) -> tuple[str, str | None] | None:
+        """Who asks: the configured client's name, or the name its metadata document gave at
+        authorization and the host that document lives on; None when neither is allowed now."""
+        client = self.clients.get(asked.client_id)
+        if client is not None:
+            return client.client_name, None
+        if asked.client_name and metadata_client_id(self.config, asked.client_id):
+            return asked.client_name, document_host(asked.client_id)
+        return None
 
     def source(self, request: web.Request) -> str:
         """The source address an anonymous request's budgets are kept by."""

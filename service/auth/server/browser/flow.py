@@ -56,6 +56,7 @@ class OwnerBrowser(BrowserContext):
             scopes=valid.scopes,
             state=valid.state,
             code_challenge=valid.code_challenge,
+            client_name="" if valid.client_id in self.clients else valid.client_name,
         )
         visit = await current(store, request, self.visitors)
         if visit is None or not visit.signed_in:  # nothing is stored: the request rides along

@@ -39,7 +39,17 @@ REFUSAL_TEXT: Final[dict[str, str]] = {
     "redirect_uri_not_registered": (
         "The callback address in the request is not one registered for this application."
     ),
+    "client_metadata_disabled": (
+        "The application names itself by a metadata document URL, and this server is not set"
+        " to accept those (ANGELOS_OAUTH_CLIENT_METADATA_ENABLED)."
+    ),
+    "client_metadata_url": "The application's metadata document URL is not an acceptable one.",
+    "client_metadata_unavailable": (
+        "The application's metadata document could not be fetched. Try again shortly."
+    ),
+    "client_metadata_budget": "Too many metadata documents were fetched. Wait a minute.",
 }
+METADATA_REFUSED: Final = "The application's metadata document breaks a rule, so it is not trusted."
 
 LoginMode = Literal["enrol", "sign-in"]
 
@@ -107,10 +117,23 @@ def consent_page(
     redirect_uri: str,
     scopes: Sequence[Scope],
     mail_from: str,
+    client_host: str | None = None,
 ) -> web.Response:
-    """The consent page: who asks, where the answer goes, for which mailbox and scopes."""
+    """The consent page: who asks (and, for a metadata document client, the host its client ID
+    lives on), where the answer goes, for which mailbox and scopes."""
     parts = urlsplit(redirect_uri)
-    callback_origin = f"{parts.scheme}://{parts.netloc}"
+    callback_origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else f"{parts.scheme}:"
+    where = escape(parts.hostname or "")
+    if parts.scheme == "http":
+        where += " (an application on this computer)"
+    elif parts.scheme != "https":
+        where = f"the application that opens <code>{escape(parts.scheme)}:</code> links"
+    published = (
+        ""
+        if client_host is None
+        else f' Its client ID is published at <strong class="client-host">'
+        f"{escape(client_host)}</strong>."
+    )
     items = []
     for scope in scopes:
         label = f"{escape(SCOPE_TEXT.get(scope, scope))} <code>{escape(scope)}</code>"
@@ -122,9 +145,8 @@ def consent_page(
             items.append(f"<li><label>{box} {label}</label></li>")
     body = (
         f'<p><strong class="client">{escape(client_name)}</strong> asks for access to the '
-        f'mailbox <strong class="mailbox">{escape(mail_from)}</strong>.</p>'
-        f'<p>After your answer it will be sent to <strong class="host">'
-        f"{escape(parts.hostname or '')}</strong>.</p>"
+        f'mailbox <strong class="mailbox">{escape(mail_from)}</strong>.{published}</p>'
+        f'<p>After your answer it will be sent to <strong class="host">{where}</strong>.</p>'
         '<form id="consent" method="post" action="/oauth/consent">'
         f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
         f'<input type="hidden" name="request" value="{escape(request_id)}">'
@@ -181,7 +203,8 @@ def error_page(status: int, message: str) -> web.Response:
 
 def refusal_page(status: int, rule: str) -> web.Response:
     """The page for an authorization request that cannot be sent back: which check failed."""
-    reason = REFUSAL_TEXT.get(rule, "The request is malformed.")
+    fallback = METADATA_REFUSED if rule.startswith("client_metadata_") else ""
+    reason = REFUSAL_TEXT.get(rule, fallback or "The request is malformed.")
     body = (
         f'<p id="error">{escape(reason)}</p>'
         "<p>The application was not sent an answer, because its request could not be trusted. "

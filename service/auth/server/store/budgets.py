@@ -41,7 +41,8 @@ ANONYMOUS_BEGIN: Final = BudgetRule("passkey-begin:anonymous", 600, 60)  # all s
 ANONYMOUS_FINISH: Final = BudgetRule("passkey-finish:anonymous", 900, 60)  # all sources together
 BROWSER: Final = BudgetRule("browser", 180, 60)  # per authenticated session
 AUTHORIZE: Final = BudgetRule("authorize", 60, 60)  # per signed-in session
-CLIENT_METADATA_FETCH: Final = BudgetRule("client-metadata:fetch", 12, 60)  # global
+CLIENT_METADATA_FETCH: Final = BudgetRule("client-metadata:fetch", 60, 60)  # all sources
+CLIENT_METADATA_SOURCE: Final = BudgetRule("client-metadata:source", 6, 60)  # per source
 
 
 def retry_after_s(pttl_ms: object) -> int:

@@ -56,6 +56,7 @@ class ConsentRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     scopes: Scopes
     state: str
     code_challenge: str
+    client_name: str = ""  # a metadata client's name as its document gave it at authorization
 
 
 class PendingConsent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
