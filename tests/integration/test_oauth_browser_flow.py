@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import structlog
 
 from support.browser import Page, browser
 from support.first_party import (
@@ -388,3 +389,60 @@ async def test_a_signed_in_owner_adds_a_second_passkey_from_the_grants_page(
         owner = await server.store.owner.load()
         assert ("2 passkeys enrolled.", 1) == (passkeys, len(await page.credentials()))
         assert owner is not None and 2 == len(owner.credentials)
+
+
+async def test_security_events_are_logged_without_secrets(services: Services) -> None:
+    tls = services.dir / "tls"
+    async with first_party(services) as server, browser(trust=tls / "server.crt") as chromium:
+        page = await chromium.open_page()
+        await page.add_virtual_authenticator(user_verified=True)
+        verifier, challenge = pkce_pair()
+        with structlog.testing.capture_logs() as logs:
+            await page.goto(server.authorize_url(challenge=challenge))
+            await page.fill("#bootstrap-token", server.bootstrap_token)
+            async with page.navigation():
+                await page.click("#enrol-button")
+            await settle(page, "document.getElementById('sign-in-button')")
+            await page.set_user_verified(False)
+            failed = await page.evaluate(UNVERIFIED_SIGN_IN)
+            await page.set_user_verified(True)
+            async with page.navigation():
+                await page.click("#sign-in-button")
+            await settle(page, "document.getElementById('approve')")
+            query = await decide(page, "#approve")
+            token = (await server.exchange_code(query["code"][0], verifier)).json()
+            [entry] = await server.store.grants.list_active()
+            await page.goto(f"{server.issuer}/oauth/grants")
+            async with page.navigation():
+                await page.click("button.revoke")
+            await page.goto(server.authorize_url(challenge=challenge, state="state-2"))
+            await settle(page, "document.getElementById('deny')")
+            await decide(page, "#deny")
+        cookies = [c.value for c in await page.cookies()]
+    assert 400 == failed["status"]
+    events = [
+        {k: v for k, v in e.items() if k in ("event", "rule", "purpose", "client_id", "found")}
+        for e in logs
+        if e["event"]
+        in (
+            "passkey_enrolled",
+            "passkey_enrolment_refused",
+            "signed_in",
+            "sign_in_failed",
+            "consent_approved",
+            "consent_denied",
+            "grant_revoked",
+        )
+    ]
+    assert [
+        {"event": "passkey_enrolled", "purpose": "bootstrap"},
+        {"event": "sign_in_failed", "rule": "passkey_refused"},
+        {"event": "signed_in"},
+        {"event": "consent_approved", "client_id": CLIENT_ID},
+        {"event": "grant_revoked", "client_id": CLIENT_ID, "found": True},
+        {"event": "consent_denied", "client_id": CLIENT_ID},
+    ] == events
+    text = repr(logs)
+    gid = claims(token["access_token"])["gid"]
+    secrets = [server.bootstrap_token, gid, entry.handle, query["code"][0], *cookies]
+    assert [] == [secret for secret in secrets if secret and secret in text]

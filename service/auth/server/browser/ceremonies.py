@@ -6,6 +6,7 @@ import hmac
 from typing import Final
 
 import msgspec
+import structlog
 from aiohttp import web
 
 from schemas.secret import Secret
@@ -67,6 +68,11 @@ def bootstrap_token_ok(presented: str | None, expected: Secret | None) -> bool:
     return hmac.compare_digest(digest, expected.reveal().encode("ascii"))
 
 
+# Security events: the event and the refusal's rule only, never a cookie, challenge, credential
+# ID or token. A refusal before the visit's budget is spent is not logged (no flood of lines).
+log = structlog.get_logger("angelos.oauth")
+
+
 class Ceremonies:
     """The passkey endpoints of one browser flow."""
 
@@ -105,6 +111,17 @@ class Ceremonies:
         """Verify the new passkey and enrol it (atomically with the owner, the first time)."""
         store = self.context.store()
         visit = await self._visit(request, store, PASSKEY_FINISH)
+        try:
+            purpose = await self._enrol(request, store, visit)
+        except OAuthError as refused:
+            log.warning("passkey_enrolment_refused", rule=refused.error)
+            raise
+        log.info("passkey_enrolled", purpose=purpose)
+        return web.json_response({"ok": True})
+
+    async def _enrol(
+        self, request: web.Request, store: OAuthStore, visit: Visit
+    ) -> ChallengePurpose:
         body = await read_json(request, RegisterFinish)
         challenge = challenge_of(body.credential.response.clientDataJSON)
         if challenge is None:
@@ -131,7 +148,7 @@ class Ceremonies:
                 await store.owner.add_credential(credential)
             except CredentialRefused:
                 raise OAuthError(409, "passkey_not_added") from None
-        return web.json_response({"ok": True})
+        return purpose
 
     async def _purpose(
         self, store: OAuthStore, visit: Visit, owner: OwnerRecord | None, token: str | None
@@ -171,6 +188,17 @@ class Ceremonies:
         """Verify the assertion, rotate the session to a signed-in one, say where to go next."""
         store = self.context.store()
         visit = await self._visit(request, store, PASSKEY_FINISH)
+        try:
+            answer = await self._sign_in(request, store, visit)
+        except OAuthError as refused:
+            log.warning("sign_in_failed", rule=refused.error)
+            raise
+        log.info("signed_in")
+        return answer
+
+    async def _sign_in(
+        self, request: web.Request, store: OAuthStore, visit: Visit
+    ) -> web.StreamResponse:
         body = await read_json(request, LoginFinish)
         used = body.credential
         challenge = challenge_of(used.response.clientDataJSON)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+import structlog
 from aiohttp import web
 
 from schemas.scopes import BASE_SCOPE, SCOPE_ORDER, Scope
@@ -18,6 +19,7 @@ from .pages import consent_page
 from .session import Visit, posting_visit, signed_in
 
 DECISIONS: Final = ("approve", "deny")
+log = structlog.get_logger("angelos.oauth")  # the public client_id; never a code or grant ID
 
 
 def approved_scopes(values: list[str], requested: tuple[Scope, ...]) -> tuple[Scope, ...] | None:
@@ -78,6 +80,7 @@ class ConsentPages:
         if taken is None or taken != pending:
             raise OAuthError(400, "unknown_request")
         if decision == "deny" or approved is None:
+            log.info("consent_denied", client_id=taken.request.client_id)
             return see_other(self._answer(taken, [("error", "access_denied")]))
         return await self._approve(store, taken, approved)
 
@@ -114,6 +117,7 @@ class ConsentPages:
         code = await store.grants.put_code(
             grant_id, grant, redirect_uri=asked.redirect_uri, code_challenge=asked.code_challenge
         )
+        log.info("consent_approved", client_id=asked.client_id, scopes=" ".join(scopes))
         return see_other(self._answer(pending, [("code", code.reveal())]))
 
     def _answer(self, pending: PendingConsent, params: list[tuple[str, str]]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import structlog
 from aiohttp import web
 
 from service.auth.server.errors import OAuthError
@@ -11,6 +12,8 @@ from .endpoint import BrowserContext, see_other
 from .guard import csrf_matches, one, read_form
 from .pages import grants_page
 from .session import Visit, clear_cookie, posting_visit, signed_in
+
+log = structlog.get_logger("angelos.oauth")  # the public client_id; never the grant's handle
 
 
 class GrantPages:
@@ -40,7 +43,9 @@ class GrantPages:
         visit, handle = await self._form(request, store, "grant")
         if not visit.signed_in:
             raise OAuthError(403, "sign_in_required")
-        await store.grants.revoke(handle)
+        listed = [e.grant.client_id for e in await store.grants.list_active() if e.handle == handle]
+        revoked = await store.grants.revoke(handle)
+        log.info("grant_revoked", client_id=listed[0] if listed else None, found=revoked)
         return see_other("/oauth/grants")
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
