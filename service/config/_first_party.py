@@ -110,6 +110,38 @@ def load_first_party(
     )
 
 
+def first_party_shown(
+    env: Mapping[str, str], loaded: FirstPartyConfig | None
+) -> tuple[tuple[str, Any], ...]:
+    """For check-config once first-party mode failed: each ANGELOS_OAUTH_* value that resolves
+    by its own rules, so one broken variable does not hide the others (secrets as set/unset)."""
+    if loaded is not None or not first_party_enabled(env):
+        return ()
+    scratch: list[str] = []  # the problems were reported by load_first_party already
+    kid = _signing_kid(env, scratch)
+    cimd: bool = read(env, "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED", scratch)
+    retiring = _verification_keys(env, kid, scratch)
+    clients = _clients(env, cimd, scratch)
+    proxies: tuple[Any, ...] | None = read(env, "ANGELOS_TRUSTED_PROXIES", scratch)
+    bootstrap = value_of(env, "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH")
+    shown: dict[str, Any] = {
+        "ANGELOS_OAUTH_SIGNING_KEY_PEM": None if _signing_key(env, scratch) is None else "set",
+        "ANGELOS_OAUTH_SIGNING_KEY_ID": kid,
+        "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": None
+        if retiring is None
+        else [key.kid for key in retiring],
+        "ANGELOS_OAUTH_CLIENTS_JSON": None
+        if clients is None
+        else [client.client_id for client in clients],
+        "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "on" if cimd else "off",
+        "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "unset" if bootstrap is None else "set",
+        "ANGELOS_TRUSTED_PROXIES": None
+        if proxies is None
+        else [str(network) for network in proxies],
+    }
+    return tuple((name, value) for name, value in shown.items() if value is not None)
+
+
 def first_party_origin(env: Mapping[str, str]) -> str | None:
     """The issuer when first-party mode is on and it is a bare https origin, else None."""
     if not first_party_enabled(env):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from service.config._first_party import (
     first_party_enabled,
     first_party_origin,
+    first_party_shown,
     load_first_party,
 )
 from service.config._http_auth import load_http_auth, load_local
@@ -35,7 +36,9 @@ def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> 
         store_problems += ("ANGELOS_REDIS_URL: microsoft needs a store; off is not allowed",)
     first_party, first_party_problems = load_first_party(env, http_auth, mail.mail, store)
     http_problems += first_party_problems
+    http_auth_shown, first_party_values = None, first_party_shown(env, first_party)
     if first_party_enabled(env) and first_party is None:
+        http_auth_shown = http_auth
         http_auth = None  # a broken first-party mode never falls back to external verification
     port_problems: list[str] = []
     port: int = read(env, "PORT", port_problems) or BY_NAME["PORT"].unset
@@ -62,4 +65,6 @@ def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> 
         first_party_origin=first_party_origin(env),
         first_party=first_party,
         first_party_problems=first_party_problems,
+        http_auth_shown=http_auth_shown,
+        first_party_shown=first_party_values,
     )

@@ -170,3 +170,7 @@ class Config(msgspec.Struct, frozen=True):
     first_party_origin: str | None = None
     first_party: FirstPartyConfig | None = None  # set when enabled and everything it needs is valid
     first_party_problems: tuple[str, ...] = ()  # the part of `http_auth_problems` about it
+    # For check-config only, when a broken first-party mode left `http_auth` None: the resource
+    # server as it resolved, and each ANGELOS_OAUTH_* value that resolved by its own rules.
+    http_auth_shown: HttpAuthConfig | None = None
+    first_party_shown: tuple[tuple[str, Any], ...] = ()

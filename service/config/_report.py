@@ -139,7 +139,7 @@ def _store_url(store: StoreConfig) -> str:
 
 
 def _http(config: Config) -> dict[str, object]:
-    auth: HttpAuthConfig | None = config.http_auth
+    auth: HttpAuthConfig | None = config.http_auth or config.http_auth_shown
     if auth is None:
         return {} if config.http_auth_problems else dict.fromkeys(_MCP, None)
     return {
@@ -167,7 +167,7 @@ def _first_party(config: Config) -> dict[str, object]:
             "ANGELOS_TRUSTED_PROXIES": [],
         }
     if first_party is None:
-        return {}
+        return dict(config.first_party_shown)  # what resolved beside the broken variables
     return {
         "ANGELOS_OAUTH_SIGNING_KEY_PEM": "set",
         "ANGELOS_OAUTH_SIGNING_KEY_ID": first_party.signing_kid,

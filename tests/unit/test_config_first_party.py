@@ -643,6 +643,37 @@ class TestNoLeaks:
             "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "set",
         } == values
 
+    def test_one_bad_client_entry_marks_only_the_client_list_invalid(self) -> None:
+        bad = clients(CLAUDE, client(client_id="other", redirect_uris=["http://example.com/cb"]))
+        config = load(FIRST_PARTY, ANGELOS_OAUTH_CLIENTS_JSON=bad)
+        lines = check_config_lines(config)
+        pairs = (line.strip().split(" = ", 1) for line in lines if " = " in line)
+        values = {
+            name: value
+            for name, value in pairs
+            if name.startswith(("ANGELOS_OAUTH_", "MCP_", "ANGELOS_TRUSTED_"))
+        }
+        assert config.first_party is None and config.http_auth is None  # still fails closed
+        assert {
+            "ANGELOS_OAUTH_ENABLED": "on",
+            "ANGELOS_OAUTH_SIGNING_KEY_PEM": "set",
+            "ANGELOS_OAUTH_SIGNING_KEY_ID": "k-2025",
+            "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": "k-2024",
+            "ANGELOS_OAUTH_CLIENTS_JSON": "invalid (see Problems)",
+            "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "off",
+            "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "set",
+            "ANGELOS_TRUSTED_PROXIES": "none",
+            "MCP_RESOURCE_URL": "https://mail.example.com/mcp",
+            "MCP_OAUTH_ISSUER": "https://mail.example.com",
+            "MCP_OAUTH_JWKS_URL": "https://mail.example.com/oauth/jwks.json",
+            "MCP_ALLOWED_SUBJECTS": "owner",
+            "MCP_OAUTH_INITIAL_SCOPES": "mail.read",
+            "MCP_OAUTH_CA_FILE": "unset",
+            "MCP_OAUTH_ALLOW_PRIVATE_HOSTS": "off",
+        } == values
+        assert [] == [line for line in lines if "not resolved" in line]
+        assert [] == leaks("\n".join(lines))
+
 
 def test_a_native_client_registers_loopback_and_private_use_callbacks() -> None:
     uris = ["http://127.0.0.1/oauth/callback", "cursor://anysphere.cursor-retrieval/oauth/callback"]
