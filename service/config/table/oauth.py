@@ -43,8 +43,9 @@ HTTP_VARIABLES: Final = (
         "MCP_OAUTH_ISSUER",
         "http",
         Custom(_HTTPS, checked_by="_http_auth._url"),
-        "the external authorization server whose tokens are accepted; compared exactly with"
-        " each token's `iss`",
+        "the issuer whose tokens are accepted, compared exactly with each token's `iss`: an"
+        " external authorization server, or with `ANGELOS_OAUTH_ENABLED=1` this server itself,"
+        " its public origin exactly `https://<host>` (the issuer it serves and signs as)",
     ),
     Variable(
         "MCP_OAUTH_JWKS_URL",
