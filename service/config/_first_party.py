@@ -71,6 +71,7 @@ def load_first_party(
     key = _signing_key(env, problems)
     retiring = _verification_keys(env, kid, problems)
     cimd: bool = read(env, "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED", problems)
+    read(env, "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED", problems)  # renamed: any value is a problem
     clients = _clients(env, cimd, problems)
     bootstrap_hash = _bootstrap_hash(env, problems)
     proxies: tuple[Any, ...] = read(env, "ANGELOS_TRUSTED_PROXIES", problems)

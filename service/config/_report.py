@@ -165,9 +165,11 @@ def _first_party(config: Config) -> dict[str, object]:
             "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "off",
             "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "unset",
             "ANGELOS_TRUSTED_PROXIES": [],
+            "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "unset",  # a problem only in first-party mode
         }
     if first_party is None:
-        return dict(config.first_party_shown)  # what resolved beside the broken variables
+        shown = dict(config.first_party_shown)  # what resolved beside the broken variables
+        return {**shown, "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "unset"}
     return {
         "ANGELOS_OAUTH_SIGNING_KEY_PEM": "set",
         "ANGELOS_OAUTH_SIGNING_KEY_ID": first_party.signing_kid,
@@ -178,6 +180,7 @@ def _first_party(config: Config) -> dict[str, object]:
         if first_party.bootstrap_hash is None
         else "set",
         "ANGELOS_TRUSTED_PROXIES": [str(network) for network in first_party.trusted_proxies],
+        "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "unset",
     }
 
 

@@ -370,6 +370,22 @@ class TestSigningKeys:
         ]
 
 
+class TestRenamedSwitch:
+    @pytest.mark.parametrize("value", ["1", "0"])
+    def test_the_old_chatgpt_switch_is_a_problem_naming_its_new_name(self, value: str) -> None:
+        """An upgrade that still sets the old switch fails closed and says what to set."""
+        config = load(FIRST_PARTY, ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED=value)
+        (problem,) = refused(config)
+        assert problem.startswith("ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED: renamed")
+        assert "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED=1" in problem
+
+    def test_outside_first_party_mode_the_old_switch_changes_nothing(self) -> None:
+        config = load(
+            FIRST_PARTY, ANGELOS_OAUTH_ENABLED=None, ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED="1"
+        )
+        assert (None, ()) == (config.first_party, config.first_party_problems)
+
+
 class TestClients:
     @pytest.mark.parametrize("document", [None, "[]"])
     def test_no_clients_while_the_chatgpt_switch_is_off_is_refused(
@@ -641,6 +657,7 @@ class TestNoLeaks:
             "ANGELOS_OAUTH_CLIENTS_JSON": "angelos-claude",
             "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "off",
             "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "set",
+            "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "unset",  # the renamed switch (refused group)
         } == values
 
     def test_one_bad_client_entry_marks_only_the_client_list_invalid(self) -> None:
@@ -662,6 +679,7 @@ class TestNoLeaks:
             "ANGELOS_OAUTH_CLIENTS_JSON": "invalid (see Problems)",
             "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "off",
             "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "set",
+            "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "unset",
             "ANGELOS_TRUSTED_PROXIES": "none",
             "MCP_RESOURCE_URL": "https://mail.example.com/mcp",
             "MCP_OAUTH_ISSUER": "https://mail.example.com",

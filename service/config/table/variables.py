@@ -87,6 +87,16 @@ VARIABLES: Final = (
     *HTTP_VARIABLES,
     *LEDGER_VARIABLES,
     *OAUTH_VARIABLES,
+    Variable(
+        "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED",
+        "refused",
+        Refused(
+            "renamed: set ANGELOS_OAUTH_CLIENT_METADATA_ENABLED=1 instead, which admits every"
+            " client metadata document, not only ChatGPT's"
+        ),
+        "the switch of earlier releases; in first-party mode any value is a problem, so an"
+        " upgrade never drops ChatGPT silently",
+    ),
     Variable("ANGELOS_REDIS_REST_URL", "refused", _REST, _REST_EFFECT),
     Variable("ANGELOS_REDIS_REST_TOKEN", "refused", _REST, _REST_EFFECT, secret=True),
     Variable("GOOGLE_CLIENT_ID", "refused", Token(16384), _GOOGLE_EFFECT, also=_GOOGLE),
