@@ -1,1 +1,1 @@
-"""Helpers all rooms of the service share: strict JSON, base64url, the guarded HTTPS GET."""
+"""What the rooms of the service share: strict JSON, base64url, the guarded GET, sealing."""

@@ -15,23 +15,18 @@ key only ends the visits under way. A cookie that does not open, or is over, is 
 
 from __future__ import annotations
 
-import secrets
 from typing import Final, Literal
 
 import msgspec
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from service.auth.server.store.keys import new_token
 from service.auth.server.store.records import ConsentRequest
 from service.wire.b64url import decode_b64url, encode_b64url
+from service.wire.sealing import Sealer
 
 PREFIX: Final = "v1."
 LIFETIME_S: Final = 10 * 60
-NONCE_BYTES: Final = 12
 MAX_COOKIE_CHARS: Final = 4000  # with the name, under the 4096 bytes every browser keeps
 _LABEL: Final = b"angelos:oauth:visitor-cookie:v1"
 
@@ -53,12 +48,11 @@ class VisitorCookie(msgspec.Struct, frozen=True, array_like=True, forbid_unknown
 class VisitorSeal:
     """Seals and opens visitor cookies under a key derived from the signing key."""
 
-    __slots__ = ("_aead",)
+    __slots__ = ("_sealer",)
 
     def __init__(self, signing_key: ec.EllipticCurvePrivateKey) -> None:
         scalar = signing_key.private_numbers().private_value.to_bytes(32, "big")
-        derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_LABEL).derive(scalar)
-        self._aead = AESGCM(derived)
+        self._sealer = Sealer(scalar, _LABEL)
 
     def __repr__(self) -> str:
         return "VisitorSeal(...)"
@@ -69,17 +63,13 @@ class VisitorSeal:
         return VisitorCookie(1, new_token(), new_token(), now + LIFETIME_S, pending)
 
     @staticmethod
-    def renewed(
-        visitor: VisitorCookie, now: int, pending: ConsentRequest | None
-    ) -> VisitorCookie:
+    def renewed(visitor: VisitorCookie, now: int, pending: ConsentRequest | None) -> VisitorCookie:
         """The same visitor (ID and CSRF kept) with this pending request, for 10 more minutes."""
         return msgspec.structs.replace(visitor, expires_unix=now + LIFETIME_S, pending=pending)
 
     def seal(self, visitor: VisitorCookie) -> str | None:
         """The cookie value, or None when it would be too long for a browser to keep."""
-        nonce = secrets.token_bytes(NONCE_BYTES)
-        sealed = self._aead.encrypt(nonce, msgspec.msgpack.encode(visitor), _LABEL)
-        value = PREFIX + encode_b64url(nonce + sealed)
+        value = PREFIX + encode_b64url(self._sealer.seal(msgspec.msgpack.encode(visitor), _LABEL))
         return value if len(value) <= MAX_COOKIE_CHARS else None
 
     def open(self, value: str, now: int) -> VisitorCookie | None:
@@ -87,11 +77,11 @@ class VisitorSeal:
         if not value.startswith(PREFIX) or len(value) > MAX_COOKIE_CHARS:
             return None
         raw = decode_b64url(value[len(PREFIX) :])
-        if raw is None or len(raw) <= NONCE_BYTES:
+        plain = None if raw is None else self._sealer.open(raw, _LABEL)
+        if plain is None:
             return None
         try:
-            plain = self._aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _LABEL)
             visitor = msgspec.msgpack.decode(plain, type=VisitorCookie)
-        except (InvalidTag, msgspec.DecodeError):
+        except msgspec.DecodeError:
             return None
         return visitor if now < visitor.expires_unix else None

@@ -19,20 +19,15 @@ import hashlib
 import secrets
 from typing import Final
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from service.wire.b64url import decode_b64url, encode_b64url
+from service.wire.sealing import NONCE_BYTES, TAG_BYTES, Sealer
 
 from .errors import StoreCorrupt
 
 TOKEN_BYTES: Final = 32
 HANDLE_LENGTH: Final = 64
 SEAL_VERSION: Final = b"\x02"  # the AES-GCM seal; the older XOR seal has no version byte
-NONCE_BYTES: Final = 12
-SEALED_BYTES: Final = len(SEAL_VERSION) + NONCE_BYTES + TOKEN_BYTES + 16  # 16: the GCM tag
+SEALED_BYTES: Final = len(SEAL_VERSION) + NONCE_BYTES + TOKEN_BYTES + TAG_BYTES
 
 
 def _encode(data: bytes) -> str:
@@ -54,11 +49,8 @@ def is_handle(value: str) -> bool:
     return len(value) == HANDLE_LENGTH and all(c in "0123456789abcdef" for c in value)
 
 
-def _cipher(key: str) -> AESGCM:
-    derived = HKDF(
-        algorithm=hashes.SHA256(), length=32, salt=None, info=b"angelos:oauth:seal:aes-256-gcm"
-    ).derive(key.encode())
-    return AESGCM(derived)
+def _sealer(key: str) -> Sealer:
+    return Sealer(key.encode(), b"angelos:oauth:seal:aes-256-gcm")
 
 
 def _associated(purpose: str) -> bytes:
@@ -75,8 +67,7 @@ def seal(value: str, *, purpose: str, key: str) -> str:
     raw = decode_b64url(value)
     if raw is None or len(raw) != TOKEN_BYTES:
         raise ValueError("only 32-byte base64url tokens can be sealed")
-    nonce = secrets.token_bytes(NONCE_BYTES)
-    return _encode(SEAL_VERSION + nonce + _cipher(key).encrypt(nonce, raw, _associated(purpose)))
+    return _encode(SEAL_VERSION + _sealer(key).seal(raw, _associated(purpose)))
 
 
 def unseal(sealed: str, *, purpose: str, key: str) -> str:
@@ -87,11 +78,9 @@ def unseal(sealed: str, *, purpose: str, key: str) -> str:
         return _encode(bytes(a ^ b for a, b in zip(raw, _xor_pad(purpose, key), strict=True)))
     if raw is None or len(raw) != SEALED_BYTES or raw[:1] != SEAL_VERSION:
         raise StoreCorrupt("a sealed value in the OAuth store is malformed")
-    nonce, body = raw[1 : 1 + NONCE_BYTES], raw[1 + NONCE_BYTES :]
-    try:
-        opened = _cipher(key).decrypt(nonce, body, _associated(purpose))
-    except InvalidTag:
-        raise StoreCorrupt("a sealed value in the OAuth store does not open") from None
+    opened = _sealer(key).open(raw[1:], _associated(purpose))
+    if opened is None:
+        raise StoreCorrupt("a sealed value in the OAuth store does not open")
     return _encode(opened)
 
 
