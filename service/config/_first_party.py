@@ -72,6 +72,7 @@ def load_first_party(
     retiring = _verification_keys(env, kid, problems)
     cimd: bool = read(env, "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED", problems)
     read(env, "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED", problems)  # renamed: any value is a problem
+    registration: bool = read(env, "ANGELOS_OAUTH_REGISTRATION_ENABLED", problems)
     clients = _clients(env, cimd, problems)
     bootstrap_hash = _bootstrap_hash(env, problems)
     proxies: tuple[Any, ...] = read(env, "ANGELOS_TRUSTED_PROXIES", problems)
@@ -106,6 +107,7 @@ def load_first_party(
             allow_private_hosts=private,
             trusted_proxies=proxies,
             ca_file=http_auth.ca_file,
+            registration_enabled=registration,
         ),
         (),
     )
@@ -135,6 +137,9 @@ def first_party_shown(
         if clients is None
         else [client.client_id for client in clients],
         "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "on" if cimd else "off",
+        "ANGELOS_OAUTH_REGISTRATION_ENABLED": "on"
+        if read(env, "ANGELOS_OAUTH_REGISTRATION_ENABLED", scratch)
+        else "off",
         "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "unset" if bootstrap is None else "set",
         "ANGELOS_TRUSTED_PROXIES": None
         if proxies is None

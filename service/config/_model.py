@@ -132,6 +132,7 @@ class FirstPartyConfig(msgspec.Struct, frozen=True):
     # ANGELOS_TRUSTED_PROXIES: whose X-Forwarded-For names an anonymous visitor's source
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     ca_file: str | None = None  # MCP_OAUTH_CA_FILE: extra CAs for client metadata documents
+    registration_enabled: bool = False  # ANGELOS_OAUTH_REGISTRATION_ENABLED (RFC 7591)
 
 
 class LocalPrincipal(msgspec.Struct, frozen=True):

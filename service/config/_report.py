@@ -163,6 +163,7 @@ def _first_party(config: Config) -> dict[str, object]:
             "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": [],
             "ANGELOS_OAUTH_CLIENTS_JSON": [],
             "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "off",
+            "ANGELOS_OAUTH_REGISTRATION_ENABLED": "off",
             "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "unset",
             "ANGELOS_TRUSTED_PROXIES": [],
             "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "unset",  # a problem only in first-party mode
@@ -176,6 +177,7 @@ def _first_party(config: Config) -> dict[str, object]:
         "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": [key.kid for key in first_party.verification_keys],
         "ANGELOS_OAUTH_CLIENTS_JSON": [client.client_id for client in first_party.clients],
         "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": _switch(first_party.cimd_enabled),
+        "ANGELOS_OAUTH_REGISTRATION_ENABLED": _switch(first_party.registration_enabled),
         "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "unset"
         if first_party.bootstrap_hash is None
         else "set",

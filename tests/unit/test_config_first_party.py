@@ -656,6 +656,7 @@ class TestNoLeaks:
             "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": "k-2024",
             "ANGELOS_OAUTH_CLIENTS_JSON": "angelos-claude",
             "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "off",
+            "ANGELOS_OAUTH_REGISTRATION_ENABLED": "off",
             "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "set",
             "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "unset",  # the renamed switch (refused group)
         } == values
@@ -678,6 +679,7 @@ class TestNoLeaks:
             "ANGELOS_OAUTH_VERIFICATION_KEYS_JSON": "k-2024",
             "ANGELOS_OAUTH_CLIENTS_JSON": "invalid (see Problems)",
             "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "off",
+            "ANGELOS_OAUTH_REGISTRATION_ENABLED": "off",
             "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "set",
             "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED": "unset",
             "ANGELOS_TRUSTED_PROXIES": "none",

@@ -167,6 +167,19 @@ OAUTH_VARIABLES: Final = (
         unset=False,
     ),
     Variable(
+        "ANGELOS_OAUTH_REGISTRATION_ENABLED",
+        "oauth",
+        Switch(),
+        "opens dynamic client registration (RFC 7591) at `/oauth/register` for clients that"
+        " still need it (MCP Inspector, fastmcp): public clients only (no secret), 1-8 redirect"
+        " URIs under the native rules (https, loopback on any port, private-use scheme), at most"
+        " 10 registrations a minute per source address and 60 in all; a registration expires"
+        " after 10 minutes unless the owner consents, then lives as long as its newest grant;"
+        " consent and grants pages mark such clients self-registered; turning it off ends their"
+        " access",
+        unset=False,
+    ),
+    Variable(
         "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH",
         "oauth",
         Matches(
