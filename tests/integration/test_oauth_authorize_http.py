@@ -117,6 +117,22 @@ async def test_a_state_comes_back_byte_for_byte_in_a_redirected_error(services: 
     assert ["x%41"] == parse_qs(location.query)["state"]
 
 
+async def test_a_redirected_refusal_is_logged_at_info_with_its_rule(services: Services) -> None:
+    async with first_party(services) as server:
+        fields = {**good(server), "response_type": "token"}
+        with structlog.testing.capture_logs() as logs:
+            answer = await authorize(server, urlencode(fields))
+    assert 303 == answer.status
+    refused = [entry for entry in logs if entry["event"] == "authorize_refused"]
+    assert 1 == len(refused)
+    assert (True, "info", "unsupported_response_type") == (
+        refused[0]["redirected"],
+        refused[0]["log_level"],
+        refused[0]["error"],
+    )
+    assert all(CALLBACK not in str(entry) for entry in logs)  # never the callback or the state
+
+
 async def test_a_request_without_state_is_served_and_its_errors_carry_no_state(
     services: Services,
 ) -> None:

@@ -227,6 +227,8 @@ class AuthorizationServer:
                 if refusal.status == 429:
                     page.headers["Retry-After"] = RETRY_AFTER
                 return page
+            # Back to the client's validated callback; logged at info, as a client's own mistake.
+            log.info("authorize_refused", rule=refusal.rule, error=refusal.error, redirected=True)
             raise web.HTTPSeeOther(location) from None
         return await self.browser.authorize(request, valid)
 
