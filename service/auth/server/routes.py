@@ -37,8 +37,23 @@ from service.auth.server.metadata_resolver import (
     ClientMetadataResolver,
     ClientMetadataUnavailable,
 )
+from service.auth.server.registration import MAX_BODY_BYTES as MAX_REGISTRATION_BYTES
+from service.auth.server.registration import (
+    RegistrationRefused,
+    check_registration,
+    new_client_id,
+    registered_client_id,
+    uri_kinds,
+)
 from service.auth.server.signing import Signer
-from service.auth.server.store import CLIENT_METADATA_FETCH, CLIENT_METADATA_SOURCE, OAuthStore
+from service.auth.server.store import (
+    CLIENT_METADATA_FETCH,
+    CLIENT_METADATA_SOURCE,
+    REGISTRATION,
+    REGISTRATION_SOURCE,
+    OAuthStore,
+    RegistrationsFull,
+)
 from service.auth.server.store.errors import StoreError
 from service.auth.server.token_request import (
     MAX_BODY_BYTES,
@@ -65,6 +80,7 @@ OAUTH_HEADERS: Final = {
     ),
 }
 METADATA_PATH: Final = "/.well-known/oauth-authorization-server"
+REGISTER_PATH: Final = "/oauth/register"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 StoreSource = Callable[[], OAuthStore | None]
 
@@ -180,8 +196,13 @@ class AuthorizationServer:
             await self.cimd.aclose()
 
     def metadata(self) -> dict[str, Any]:
-        """The RFC 8414 document."""
+        """The RFC 8414 document (a registration endpoint only when registration is on)."""
         issuer = self.config.issuer
+        registration = (
+            {"registration_endpoint": f"{issuer}{REGISTER_PATH}"}
+            if self.config.registration_enabled
+            else {}
+        )
         return {
             "issuer": issuer,
             "authorization_endpoint": f"{issuer}/oauth/authorize",
@@ -195,6 +216,7 @@ class AuthorizationServer:
             "scopes_supported": list(SCOPE_ORDER),
             "authorization_response_iss_parameter_supported": True,
             "client_id_metadata_document_supported": self.config.cimd_enabled,
+            **registration,
         }
 
     def add_routes(self, app: web.Application) -> None:
@@ -203,6 +225,8 @@ class AuthorizationServer:
         app.router.add_route("*", "/oauth/jwks.json", by_method({"GET": self._jwks}))
         app.router.add_route("*", "/oauth/authorize", by_method({"GET": self._authorize}))
         app.router.add_route("*", "/oauth/token", by_method({"POST": self._token}))
+        if self.config.registration_enabled:  # otherwise the path is 404, like any other
+            app.router.add_route("*", REGISTER_PATH, by_method({"POST": self._register}))
         self.browser.add_routes(app)
 
     async def _metadata(self, request: web.Request) -> web.StreamResponse:
@@ -239,9 +263,61 @@ class AuthorizationServer:
         client_id = _client_id(query) if len(query.encode()) <= MAX_QUERY_BYTES else None
         if client_id is None or client_id in self.clients:
             return self.clients
+        if registered_client_id(self.config, client_id):
+            return {client_id: await self._registered_client(client_id)}
         if not looks_like_metadata_url(client_id):
             return self.clients  # the validator names it an unknown client
         return {client_id: await self._metadata_client(request, client_id)}
+
+    async def _registered_client(self, client_id: str) -> RegisteredClient:
+        """A self-registered client from the store, or AuthorizeError (unknown or expired)."""
+        store = self.store_of()
+        try:
+            client = None if store is None else await store.registrations.get(client_id)
+        except StoreError:
+            client = None
+            store = None
+        if store is None:
+            raise AuthorizeError("invalid_client", rule="registration_unavailable", status=503)
+        if client is None:
+            raise AuthorizeError("invalid_client", rule="registration_unknown")
+        return client
+
+    async def _register(self, request: web.Request) -> web.StreamResponse:
+        """RFC 7591: register a public client for the pending lifetime; 201 with its ID."""
+        store = self.store_of()
+        if store is None:
+            raise OAuthError(503, "temporarily_unavailable")
+        body = await request.content.read(MAX_REGISTRATION_BYTES + 1)
+        source = self.browser.source(request)
+        try:
+            budget = await store.budgets.spend_all(
+                [(REGISTRATION_SOURCE, source), (REGISTRATION, "")]
+            )
+        except StoreError:
+            raise OAuthError(503, "temporarily_unavailable") from None
+        if not budget.allowed:
+            log.warning("registration_refused", rule="registration_budget")
+            raise OAuthError(429, "temporarily_unavailable")
+        content_type = request.headers.get("Content-Type", "")
+        try:
+            client = check_registration(body, content_type, new_client_id(), int(self.clock()))
+        except RegistrationRefused as refused:
+            log.info("registration_refused", rule=refused.rule)
+            answer = {"error": refused.error, "error_description": refused.description}
+            return web.json_response(answer, status=400)
+        try:
+            await store.registrations.add(client)
+        except RegistrationsFull:
+            log.warning("registration_refused", rule="registrations_pending_full")
+            raise OAuthError(429, "temporarily_unavailable") from None
+        except StoreError:
+            raise OAuthError(503, "temporarily_unavailable") from None
+        # The client ID is public; the callbacks only by kind (they may name a user's machine).
+        log.info(
+            "client_registered", client_id=client.client_id, redirect_uri_kinds=uri_kinds(client)
+        )
+        return web.json_response(client.answer(), status=201)
 
     async def _token(self, request: web.Request) -> web.StreamResponse:
         body = await request.content.read(MAX_BODY_BYTES + 1)
@@ -253,7 +329,10 @@ class AuthorizationServer:
                 body=body,
                 clients=self.clients,
                 resource=self.config.resource,
-                bound=lambda client_id: metadata_client_id(self.config, client_id),
+                bound=lambda client_id: (
+                    metadata_client_id(self.config, client_id)
+                    or registered_client_id(self.config, client_id)
+                ),
             )
         except OAuthError as refused:
             log.info("token_refused", status=refused.status, error=refused.error)

@@ -10,7 +10,7 @@ from aiohttp import web
 from schemas.scopes import BASE_SCOPE, SCOPE_ORDER, Scope
 from service.auth.server.authorize_request import redirect_with, single_valued
 from service.auth.server.errors import OAuthError
-from service.auth.server.store import GrantLimitReached, OAuthStore
+from service.auth.server.store import GrantLimitReached, OAuthStore, RegistrationGone
 from service.auth.server.store.records import PendingConsent
 
 from .endpoint import BrowserContext, see_other
@@ -63,6 +63,7 @@ class ConsentPages:
             redirect_uri=pending.request.redirect_uri,
             scopes=pending.request.scopes,
             mail_from=self.context.config.mail_from,
+            self_registered=self.context.self_registered(pending.request.client_id),
         )
 
     async def decide(self, request: web.Request) -> web.StreamResponse:
@@ -110,10 +111,16 @@ class ConsentPages:
         named = self.context.client_named(asked)
         if named is None:
             raise OAuthError(400, "unknown_client")
+        registered = self.context.self_registered(asked.client_id)
         try:
-            grant_id, grant = await store.grants.create(asked.client_id, named[0], scopes)
+            grant_id, grant = await store.grants.create(
+                asked.client_id, named[0], scopes, self_registered=registered
+            )
         except GrantLimitReached:
             raise OAuthError(409, "too_many_grants") from None
+        except RegistrationGone:
+            log.info("consent_refused", client_id=asked.client_id, rule="registration_expired")
+            raise OAuthError(400, "registration_expired") from None
         code = await store.grants.put_code(
             grant_id, grant, redirect_uri=asked.redirect_uri, code_challenge=asked.code_challenge
         )

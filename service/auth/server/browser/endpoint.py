@@ -14,6 +14,7 @@ from aiohttp import web
 
 from service.auth.server.client_metadata import document_host, metadata_client_id
 from service.auth.server.errors import RETRY_AFTER, OAuthError
+from service.auth.server.registration import registered_client_id
 from service.auth.server.store import OAuthStore, StoreError
 from service.auth.server.store.records import ConsentRequest
 from service.config import Client, FirstPartyConfig
@@ -39,6 +40,9 @@ MESSAGES: Final = {
     "bad_scope": "The chosen permissions do not match the request.",
     "unknown_client": "This application is no longer configured.",
     "too_many_grants": "Too many applications have access; revoke one first.",
+    "registration_expired": (
+        "This application's registration expired before you answered. Connect it again."
+    ),
     "rate_limited": "Too many requests. Wait a minute and try again.",
     "unavailable": "The sign-in service is unavailable. Try again shortly.",
 }
@@ -62,13 +66,20 @@ class BrowserContext:
 
     def client_named(self, asked: ConsentRequest) -> tuple[str, str | None] | None:
         """Who asks: the configured client's name, or the name its metadata document gave at
-        authorization and the host that document lives on; None when neither is allowed now."""
+        authorization and the host that document lives on, or the name a self-registered
+        client gave itself; None when none of them is allowed now."""
         client = self.clients.get(asked.client_id)
         if client is not None:
             return client.client_name, None
         if asked.client_name and metadata_client_id(self.config, asked.client_id):
             return asked.client_name, document_host(asked.client_id)
+        if asked.client_name and self.self_registered(asked.client_id):
+            return asked.client_name, None
         return None
+
+    def self_registered(self, client_id: str) -> bool:
+        """A client that registered itself (RFC 7591): its name is only what it says."""
+        return registered_client_id(self.config, client_id)
 
     def source(self, request: web.Request) -> str:
         """The source address an anonymous request's budgets are kept by."""

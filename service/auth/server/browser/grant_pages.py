@@ -35,6 +35,7 @@ class GrantPages:
             grants=grants,
             passkeys=0 if owner is None else len(owner.credentials),
             mail_from=self.context.config.mail_from,
+            self_registered=self.context.self_registered,
         )
 
     async def revoke(self, request: web.Request) -> web.StreamResponse:

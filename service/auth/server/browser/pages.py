@@ -7,7 +7,7 @@ app.js and app.css, and their own security headers (a wider CSP than the OAuth d
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 from typing import Final, Literal
 from urllib.parse import urlsplit
@@ -48,7 +48,13 @@ REFUSAL_TEXT: Final[dict[str, str]] = {
         "The application's metadata document could not be fetched. Try again shortly."
     ),
     "client_metadata_budget": "Too many metadata documents were fetched. Wait a minute.",
+    "registration_unknown": (
+        "The application registered itself with this server, and that registration is unknown"
+        " or expired (unanswered registrations last 10 minutes). Connect it again."
+    ),
+    "registration_unavailable": "The application's registration cannot be read now. Try again.",
 }
+SELF_REGISTERED: Final = "self-registered — its name is what it says about itself"
 METADATA_REFUSED: Final = "The application's metadata document breaks a rule, so it is not trusted."
 
 LoginMode = Literal["enrol", "sign-in"]
@@ -118,9 +124,11 @@ def consent_page(
     scopes: Sequence[Scope],
     mail_from: str,
     client_host: str | None = None,
+    self_registered: bool = False,
 ) -> web.Response:
     """The consent page: who asks (and, for a metadata document client, the host its client ID
-    lives on), where the answer goes, for which mailbox and scopes."""
+    lives on; a self-registered client marked so), where the answer goes, for which mailbox
+    and scopes."""
     parts = urlsplit(redirect_uri)
     callback_origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else f"{parts.scheme}:"
     where = escape(parts.hostname or "")
@@ -134,6 +142,8 @@ def consent_page(
         else f' Its client ID is published at <strong class="client-host">'
         f"{escape(client_host)}</strong>."
     )
+    if self_registered:
+        published += f' <span class="self-registered">({escape(SELF_REGISTERED)})</span>'
     items = []
     for scope in scopes:
         label = f"{escape(SCOPE_TEXT.get(scope, scope))} <code>{escape(scope)}</code>"
@@ -160,14 +170,25 @@ def consent_page(
 
 
 def grants_page(
-    *, csrf: str, grants: Sequence[GrantEntry], passkeys: int, mail_from: str
+    *,
+    csrf: str,
+    grants: Sequence[GrantEntry],
+    passkeys: int,
+    mail_from: str,
+    self_registered: Callable[[str], bool] = lambda client_id: False,
 ) -> web.Response:
-    """The owner's grants (newest first) with revoke buttons, the passkey count and logout."""
+    """The owner's grants (newest first) with revoke buttons, the passkey count and logout;
+    a self-registered client is marked so beside its name."""
     rows = []
     for entry in grants:
         grant = entry.grant
+        mark = (
+            f' <span class="self-registered">({escape(SELF_REGISTERED)})</span>'
+            if self_registered(grant.client_id)
+            else ""
+        )
         rows.append(
-            f'<tr><td class="client">{escape(grant.client_name)}</td>'
+            f'<tr><td class="client">{escape(grant.client_name)}{mark}</td>'
             f"<td>{escape(' '.join(grant.scopes))}</td>"
             f"<td>{_day(grant.created_unix)}</td><td>{_day(grant.expires_unix)}</td>"
             '<td><form method="post" action="/oauth/grants">'

@@ -1,5 +1,6 @@
-"""Redis state of the first-party authorization server: OAuthStore (store.py) holds its five
-parts, SessionStore, GrantStore, RefreshStore, OwnerStore and BudgetStore, over one StoreCore."""
+"""Redis state of the first-party authorization server: OAuthStore (store.py) holds its six
+parts, SessionStore, GrantStore, RefreshStore, OwnerStore, BudgetStore and
+RegistrationStore, over one StoreCore."""
 
 from ._core import StoreLimits
 from .budgets import (
@@ -11,6 +12,8 @@ from .budgets import (
     CLIENT_METADATA_SOURCE,
     PASSKEY_BEGIN,
     PASSKEY_FINISH,
+    REGISTRATION,
+    REGISTRATION_SOURCE,
     Budget,
     BudgetRule,
     BudgetStore,
@@ -29,6 +32,7 @@ from .errors import (
 from .grants import CodeRead, GrantEntry, GrantStore, grant_handle
 from .owner import OwnerStore, owner_user_handle
 from .refresh import RefreshStore, Rotation
+from .registrations import RegistrationGone, RegistrationsFull, RegistrationStore
 from .sessions import SessionStore, SessionView, SignedIn
 from .store import OAuthStore
 
@@ -41,6 +45,8 @@ __all__ = [
     "CLIENT_METADATA_SOURCE",
     "PASSKEY_BEGIN",
     "PASSKEY_FINISH",
+    "REGISTRATION",
+    "REGISTRATION_SOURCE",
     "Budget",
     "BudgetRule",
     "BudgetStore",
@@ -55,6 +61,9 @@ __all__ = [
     "RateLimited",
     "RefreshReused",
     "RefreshStore",
+    "RegistrationGone",
+    "RegistrationStore",
+    "RegistrationsFull",
     "Rotation",
     "ScopeRevoked",
     "SessionStore",

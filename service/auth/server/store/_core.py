@@ -52,6 +52,7 @@ SCRIPTS: Final = LuaScripts(
         "grant_read",
         "refresh_issue",
         "refresh_rotate",
+        "register",
     ),
 )
 
@@ -64,6 +65,8 @@ class StoreLimits(msgspec.Struct, frozen=True):
     grant_lifetime_s: int = GRANT_LIFETIME_S
     grant_budget: int = 120  # token requests per grant per window
     grant_budget_window_s: int = 60
+    registration_pending_s: int = 10 * 60  # a self-registered client unconsented
+    max_pending_registrations: int = 32
 
 
 def reveal(value: Presented) -> str:

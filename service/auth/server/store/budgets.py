@@ -43,6 +43,8 @@ BROWSER: Final = BudgetRule("browser", 180, 60)  # per authenticated session
 AUTHORIZE: Final = BudgetRule("authorize", 60, 60)  # per signed-in session
 CLIENT_METADATA_FETCH: Final = BudgetRule("client-metadata:fetch", 60, 60)  # all sources
 CLIENT_METADATA_SOURCE: Final = BudgetRule("client-metadata:source", 6, 60)  # per source
+REGISTRATION: Final = BudgetRule("registration", 60, 60)  # all sources together
+REGISTRATION_SOURCE: Final = BudgetRule("registration:source", 10, 60)  # per source
 
 
 def retry_after_s(pttl_ms: object) -> int:

@@ -33,6 +33,7 @@ from .budgets import Budget, BudgetStore
 from .errors import CodeReplayed, GrantLimitReached, StoreCorrupt, StoreError
 from .keys import is_handle, new_token, seal, sha256_hex, unseal
 from .records import AuthCode, Grant, Scopes
+from .registrations import RegistrationGone, pending_key, registration_handle, registration_key
 
 _CODE_GID = "code-grant"
 
@@ -75,9 +76,18 @@ class GrantStore:
     # ------------------------------------------------------------------------------ grants
 
     async def create(
-        self, client_id: str, client_name: str, scopes: Iterable[Scope]
+        self,
+        client_id: str,
+        client_name: str,
+        scopes: Iterable[Scope],
+        *,
+        self_registered: bool = False,
     ) -> tuple[Secret, Grant]:
-        """Record a consented grant (30 days); raise GrantLimitReached at 128 active grants."""
+        """Record a consented grant (30 days); raise GrantLimitReached at 128 active grants.
+
+        For a self-registered client the same script keeps its registration as long as this
+        grant, or raises RegistrationGone when it expired before the consent.
+        """
         now = self.core.now()
         grant = Grant(
             v=1,
@@ -92,18 +102,21 @@ class GrantStore:
         if not grant.scopes:
             raise ValueError("a grant needs scopes")
         grant_id = new_token()
-        status, _ = await self.core.script_status(
-            "grant_create",
-            [self.core.keys.grants],
-            [
-                grant_handle(grant_id),
-                encode(grant, MAX_GRANT_BYTES),
-                self.core.limits.max_grants,
-                self.core.limits.grant_lifetime_s * 1000,
-            ],
-        )
+        keys = [self.core.keys.grants]
+        args: list[str | int | bytes] = [
+            grant_handle(grant_id),
+            encode(grant, MAX_GRANT_BYTES),
+            self.core.limits.max_grants,
+            self.core.limits.grant_lifetime_s * 1000,
+        ]
+        if self_registered:
+            keys += [registration_key(self.core, client_id), pending_key(self.core)]
+            args.append(registration_handle(client_id))
+        status, _ = await self.core.script_status("grant_create", keys, args)
         if status == "full":
             raise GrantLimitReached("the owner has the maximum number of active grants")
+        if status == "unregistered":
+            raise RegistrationGone("the registration expired before the owner consented")
         if status != "ok":
             raise StoreCorrupt(f"the grant script answered {status!r}")
         return Secret(grant_id), grant

@@ -12,12 +12,14 @@ from .budgets import BudgetStore
 from .grants import GrantStore
 from .owner import OwnerStore
 from .refresh import RefreshStore
+from .registrations import RegistrationStore
 from .sessions import SessionStore
 
 
 class OAuthStore:
     """One owner's OAuth state in Redis: sessions, ceremonies, consents, codes, grants,
-    refresh families, budgets and the owner record, under angelos:oauth:{<hash>}:v1:.
+    refresh families, budgets, self-registered clients and the owner record, under
+    angelos:oauth:{<hash>}:v1:.
 
     Built from a redis.asyncio client, the owner subject and the resource URL; `clock` (unix
     seconds) stamps records and decides the expiry checks made here, while the Lua scripts
@@ -40,3 +42,4 @@ class OAuthStore:
         self.owner = OwnerStore(self.core)
         self.grants = GrantStore(self.core, self.budgets)
         self.refresh = RefreshStore(self.core, self.grants)
+        self.registrations = RegistrationStore(self.core)
