@@ -73,7 +73,7 @@ def load_first_party(
     cimd: bool = read(env, "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED", problems)
     read(env, "ANGELOS_OAUTH_CHATGPT_CIMD_ENABLED", problems)  # renamed: any value is a problem
     registration: bool = read(env, "ANGELOS_OAUTH_REGISTRATION_ENABLED", problems)
-    clients = _clients(env, cimd, problems)
+    clients = _clients(env, cimd or registration, problems)
     bootstrap_hash = _bootstrap_hash(env, problems)
     proxies: tuple[Any, ...] = read(env, "ANGELOS_TRUSTED_PROXIES", problems)
 
@@ -123,8 +123,9 @@ def first_party_shown(
     scratch: list[str] = []  # the problems were reported by load_first_party already
     kid = _signing_kid(env, scratch)
     cimd: bool = read(env, "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED", scratch)
+    registration: bool = read(env, "ANGELOS_OAUTH_REGISTRATION_ENABLED", scratch)
     retiring = _verification_keys(env, kid, scratch)
-    clients = _clients(env, cimd, scratch)
+    clients = _clients(env, cimd or registration, scratch)
     proxies: tuple[Any, ...] | None = read(env, "ANGELOS_TRUSTED_PROXIES", scratch)
     bootstrap = value_of(env, "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH")
     shown: dict[str, Any] = {
@@ -137,9 +138,7 @@ def first_party_shown(
         if clients is None
         else [client.client_id for client in clients],
         "ANGELOS_OAUTH_CLIENT_METADATA_ENABLED": "on" if cimd else "off",
-        "ANGELOS_OAUTH_REGISTRATION_ENABLED": "on"
-        if read(env, "ANGELOS_OAUTH_REGISTRATION_ENABLED", scratch)
-        else "off",
+        "ANGELOS_OAUTH_REGISTRATION_ENABLED": "on" if registration else "off",
         "ANGELOS_OAUTH_BOOTSTRAP_TOKEN_HASH": "unset" if bootstrap is None else "set",
         "ANGELOS_TRUSTED_PROXIES": None
         if proxies is None
@@ -290,15 +289,19 @@ def _json_document(raw: str, problems: list[str], name: str, *, array: bool) -> 
     return None
 
 
-def _clients(env: Mapping[str, str], cimd: bool, problems: list[str]) -> tuple[Client, ...] | None:
+def _clients(
+    env: Mapping[str, str], others: bool, problems: list[str]
+) -> tuple[Client, ...] | None:
+    """The configured clients; none is allowed only when `others` (metadata documents or
+    registration) can connect."""
     raw = value_of(env, _CLIENTS)
     document = [] if raw is None else _json_document(raw, problems, _CLIENTS, array=True)
     if document is None:
         return None
-    if not document and not cimd:
+    if not document and not others:
         problems.append(
             f"{_CLIENTS}: at least one client is needed unless"
-            " ANGELOS_OAUTH_CLIENT_METADATA_ENABLED=1"
+            " ANGELOS_OAUTH_CLIENT_METADATA_ENABLED=1 or ANGELOS_OAUTH_REGISTRATION_ENABLED=1"
         )
         return None
     if len(document) > MAX_CLIENTS:

@@ -394,8 +394,15 @@ class TestClients:
         config = load(FIRST_PARTY, ANGELOS_OAUTH_CLIENTS_JSON=document)
         assert (
             f"{CLIENTS}: at least one client is needed unless"
-            " ANGELOS_OAUTH_CLIENT_METADATA_ENABLED=1",
+            " ANGELOS_OAUTH_CLIENT_METADATA_ENABLED=1 or ANGELOS_OAUTH_REGISTRATION_ENABLED=1",
         ) == refused(config)
+
+    def test_no_clients_with_registration_on_is_allowed(self) -> None:
+        config = load(
+            FIRST_PARTY, ANGELOS_OAUTH_CLIENTS_JSON=None, ANGELOS_OAUTH_REGISTRATION_ENABLED="1"
+        )
+        assert config.first_party is not None
+        assert (True, ()) == (config.first_party.registration_enabled, config.first_party.clients)
 
     def test_a_repeated_client_id_is_refused(self) -> None:
         document = clients(CLAUDE, client(client_name="Claude again"))

@@ -141,7 +141,8 @@ OAUTH_VARIABLES: Final = (
         Custom(
             "a strict JSON array (at most 32768 bytes, no names repeated even in other letter"
             ' case) of 1-16 `{"client_id", "client_name", "redirect_uris", "native"}`; required'
-            " unless the client-metadata switch is on. `client_id` 1-512 bytes, unique, not the"
+            " unless the client-metadata or the registration switch is on. `client_id` 1-512"
+            " bytes, unique, not the"
             " ChatGPT URL; `client_name` 1-128 bytes; 1-8 unique redirect URIs: `https` on a"
             " public DNS name, port absent or 443, no fragment, userinfo, `%`, dot segments or"
             " bare `?`, and no `code`, `error`, `error_description`, `state` or `iss` in the"
