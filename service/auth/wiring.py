@@ -14,6 +14,7 @@ from service.auth.resource.jwt import TokenRules
 from service.auth.resource.key_cache import KeyCache, LocalKeySource
 from service.auth.resource.verifier import TokenVerifier
 from service.auth.server.client_metadata import metadata_client_id
+from service.auth.server.registration import registered_client_id
 from service.auth.server.routes import AuthorizationServer, BrowserFlow, StoreSource, oauth_headers
 from service.auth.server.signing import Signer
 from service.auth.server.store import OAuthStore
@@ -56,10 +57,14 @@ class FirstParty:
     async def grant_active(
         self, gid: str, client_id: str, subject: str, scopes: tuple[str, ...]
     ) -> bool:
-        """The online grant check: the client still configured (or a metadata client while that
-        switch is on) and the grant still active."""
+        """The online grant check: the client still configured (or a metadata or self-registered
+        client while its switch is on) and the grant still active."""
         store = self.store()
-        known = client_id in self.clients or metadata_client_id(self.config, client_id)
+        known = (
+            client_id in self.clients
+            or metadata_client_id(self.config, client_id)
+            or registered_client_id(self.config, client_id)
+        )
         if store is None or not known:
             return False
         return await store.grants.grant_active(gid, client_id, subject, scopes)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -19,7 +20,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from service.auth.server.browser import OwnerBrowser
 from service.auth.server.store.registrations import registration_key
+from service.auth.wiring import FirstParty
+from service.config import load_config
 from support.angelos_process import free_port
 from support.first_party import Answer, FirstPartyServer, csrf_of, first_party, pkce_pair
 from support.services import Services
@@ -271,3 +275,24 @@ async def test_an_unconsented_registration_expires(services: Services) -> None:
                 f"/oauth/authorize?{query(server, client_id, callback, challenge)}"
             )
         assert (400, "registration_unknown") == (again.status, rule_of(again))
+
+
+async def test_the_online_grant_check_serves_a_registered_client_while_the_switch_is_on(
+    services: Services,
+) -> None:
+    async with first_party(services, extra_env=SWITCH) as server:
+        client_id = (await register(server, inspector())).json()["client_id"]
+        gid, grant = await server.store.grants.create(
+            client_id, "MCP Inspector", ("mail.read",), self_registered=True
+        )
+        ledger = SimpleNamespace(client=server.store.core.client)
+        app: Any = SimpleNamespace(sending=SimpleNamespace(store=ledger))
+
+        def gate(switch: str) -> FirstParty:
+            loaded = load_config({**server.env, "ANGELOS_OAUTH_REGISTRATION_ENABLED": switch})
+            assert loaded.first_party is not None and loaded.http_auth is not None
+            return FirstParty(loaded.first_party, loaded.http_auth, app, OwnerBrowser)
+
+        check = (gid.reveal(), client_id, grant.subject, ("mail.read",))
+        assert await gate("1").grant_active(*check)
+        assert not await gate("0").grant_active(*check)  # switched off: its tokens stop
