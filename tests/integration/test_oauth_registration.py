@@ -9,6 +9,7 @@ metadata does not name it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -18,9 +19,11 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import aiohttp
 import pytest
+import structlog
 from aiohttp import web
 
 from service.auth.server.browser import OwnerBrowser
+from service.auth.server.store import StoreLimits
 from service.auth.server.store.registrations import registration_key
 from service.auth.wiring import FirstParty
 from service.config import load_config
@@ -258,15 +261,17 @@ async def test_registrations_spend_a_per_source_budget(services: Services) -> No
 
 async def test_an_unconsented_registration_expires(services: Services) -> None:
     async with first_party(services, extra_env=SWITCH) as server:
+        server.store.core.limits = StoreLimits(registration_pending_s=1)  # ten minutes, shortened
         client_id = (await register(server, inspector())).json()["client_id"]
         _, challenge = pkce_pair()
         callback = "http://127.0.0.1:6276/oauth/callback"
         page, cookie, request_id = await consent_page(server, client_id, callback, challenge)
-        # Ten minutes pass: the key's TTL is what ends it.
         key = registration_key(server.store.core, client_id)
-        await server.store.core.client.pexpire(key, 1)
-        while await server.store.core.client.exists(key):
-            pass
+        for _ in range(40):  # the key's own TTL ends it
+            if not await server.store.core.client.exists(key):
+                break
+            await asyncio.sleep(0.05)
+        assert not await server.store.core.client.exists(key)
         expired = await approve(server, page, cookie, request_id)
         assert 400 == expired.status and "registration expired" in expired.text
         assert [] == await server.store.grants.list_active()
@@ -296,3 +301,59 @@ async def test_the_online_grant_check_serves_a_registered_client_while_the_switc
         check = (gid.reveal(), client_id, grant.subject, ("mail.read",))
         assert await gate("1").grant_active(*check)
         assert not await gate("0").grant_active(*check)  # switched off: its tokens stop
+
+
+async def test_at_most_so_many_registrations_wait_for_consent(services: Services) -> None:
+    async with first_party(services, extra_env=SWITCH) as server:
+        server.store.core.limits = StoreLimits(max_pending_registrations=2)
+        for source in ("127.0.0.2", "127.0.0.3"):
+            assert 201 == (await register(server, inspector(), source)).status
+        with structlog.testing.capture_logs() as logs:
+            full = await register(server, inspector(), "127.0.0.4")
+        assert (429, {"error": "temporarily_unavailable"}) == (full.status, full.json())
+        assert [("registration_refused", "registrations_pending_full")] == [
+            (e["event"], e.get("rule")) for e in logs if e["event"].startswith("registration")
+        ]
+
+
+async def test_registrations_and_refusals_are_logged_without_callbacks(
+    services: Services,
+) -> None:
+    async with first_party(services, extra_env=SWITCH) as server:
+        callbacks = ["http://127.0.0.1:6276/oauth/callback", "cursor://secret-host/cb"]
+        with structlog.testing.capture_logs() as logs:
+            client_id = (await register(server, inspector(redirect_uris=callbacks))).json()[
+                "client_id"
+            ]
+            await register(server, inspector(token_endpoint_auth_method="client_secret_basic"))
+        events = [
+            {
+                k: v
+                for k, v in e.items()
+                if k in ("event", "client_id", "rule", "redirect_uri_kinds")
+            }
+            for e in logs
+        ]
+        assert [
+            {
+                "event": "client_registered",
+                "client_id": client_id,
+                "redirect_uri_kinds": "loopback private-use",
+            },
+            {"event": "registration_refused", "rule": "auth_method"},
+        ] == events
+        assert "secret-host" not in repr(logs) and "6276" not in repr(logs)
+
+
+async def test_a_callback_off_the_registration_is_a_page_naming_the_check(
+    services: Services,
+) -> None:
+    async with first_party(services, extra_env=SWITCH) as server:
+        client_id = (await register(server, inspector())).json()["client_id"]
+        _, challenge = pkce_pair()
+        async with server.http() as browser:
+            for callback in ("http://127.0.0.1:6276/other", "http://localhost:6276/oauth/callback"):
+                page = await browser.get(
+                    f"/oauth/authorize?{query(server, client_id, callback, challenge)}"
+                )
+                assert (400, "redirect_uri_not_registered") == (page.status, rule_of(page))
