@@ -15,6 +15,9 @@ while the server advertises no `registration_endpoint`.
 from __future__ import annotations
 
 import contextlib
+import json
+import secrets
+import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -24,8 +27,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from service.auth.server.bootstrap import new_bootstrap_token
 from support.angelos_process import free_port, http_server
+from support.browser import browser
+from support.first_party import first_party_env
 from support.oidc import authorize_without_browser, peer_from_env
+from support.page import Page
 from support.services import Services
 from support.third_party import (
     Step,
@@ -222,3 +229,188 @@ async def test_fastmcp_oauth_helper_external_issuer(external: Remote, tmp_path: 
     assert ([external.url], ["S256"]) == (query["resource"], query["code_challenge_method"])
     callback = urllib.parse.urlsplit(query["redirect_uri"][0])
     assert ("http", "localhost", "/callback") == (callback.scheme, callback.hostname, callback.path)
+
+
+# --- first-party mode --------------------------------------------------------------------------
+NATIVE_ID = "angelos-native-tests"
+# RFC 8252 §7.3: any port at request time, the path matched exactly. Each client's own default
+# path: the TypeScript driver's /callback, the Inspector's /oauth/callback, fastmcp's
+# http://localhost:<port>/callback.
+NATIVE_CALLBACKS = [
+    "http://127.0.0.1/callback",
+    "http://127.0.0.1/oauth/callback",
+    "http://localhost/callback",
+]
+
+
+@dataclass
+class FirstParty(Remote):
+    bootstrap_token: str = ""
+
+    @property
+    def issuer(self) -> str:
+        return f"https://localhost:{self.public_port}"
+
+
+@pytest.fixture
+def first_party(services: Services, tmp_path: Path) -> Iterator[FirstParty]:
+    """A fresh first-party server per test (each browser's authenticator enrols its own owner),
+    with one configured native client and registration switched on (used once it is served)."""
+    public_port = free_port()
+    token, token_hash = new_bootstrap_token()
+    native = {
+        "client_id": NATIVE_ID,
+        "client_name": "Native test clients",
+        "redirect_uris": NATIVE_CALLBACKS,
+        "native": True,
+    }
+    env = {
+        **first_party_env(services, public_port, f"owner-{secrets.token_hex(6)}", token_hash),
+        "ANGELOS_DATA_DIR": str(tmp_path / "data"),
+        "ANGELOS_OAUTH_CLIENTS_JSON": json.dumps([native]),
+        "ANGELOS_OAUTH_REGISTRATION_ENABLED": "1",
+    }
+    with http_server(env) as base:
+        backend_port = urllib.parse.urlsplit(base).port
+        assert backend_port is not None
+        yield FirstParty(public_port, backend_port, services.dir / "tls", services.ca_file, token)
+
+
+@dataclass
+class PasskeyOwner:
+    """The owner in headless Chromium: enrols (first time), signs in with the passkey and
+    approves; Chromium then follows the redirect to the client's own loopback listener."""
+
+    page: Page
+    deployment: FirstParty
+    seen: list[str]
+    redirects: list[str]
+
+    async def consent(self, authorization_url: str) -> None:
+        self.seen.append(authorization_url)
+        await self.page.goto(authorization_url)
+        enrolled = await self.page.evaluate("!document.getElementById('bootstrap-token')")
+        if not enrolled:
+            await self.page.fill("#bootstrap-token", self.deployment.bootstrap_token)
+            async with self.page.navigation():
+                await self.page.click("#enrol-button")
+        await self.page.wait_for(
+            "!!(document.getElementById('sign-in-button') || document.getElementById('approve'))"
+        )
+        if await self.page.evaluate("!!document.getElementById('sign-in-button')"):
+            async with self.page.navigation():
+                await self.page.click("#sign-in-button")
+        await self.page.wait_for("!!document.getElementById('approve')")
+        async with self.page.navigation():
+            await self.page.click("#approve")
+        self.redirects.append(await self.page.current_url())
+
+
+@contextlib.asynccontextmanager
+async def owner_in_chromium(deployment: FirstParty) -> AsyncIterator[PasskeyOwner]:
+    async with (
+        deployment.proxy(),
+        browser(trust=deployment.tls_dir / "server.crt") as chromium,
+    ):
+        page = await chromium.open_page()
+        await page.add_virtual_authenticator(user_verified=True)
+        yield PasskeyOwner(page, deployment, [], [])
+
+
+async def registration_endpoint(deployment: FirstParty) -> str | None:
+    """The registration endpoint the server's AS metadata advertises, if any."""
+    url = f"{deployment.issuer}/.well-known/oauth-authorization-server"
+    connector = aiohttp.TCPConnector(ssl=ssl.create_default_context(cafile=deployment.ca_file))
+    async with (
+        deployment.proxy(),
+        aiohttp.ClientSession(connector=connector, trust_env=False) as http,
+        http.get(url) as answer,
+    ):
+        assert answer.status == 200, await answer.text()
+        metadata = await answer.json()
+    endpoint = metadata.get("registration_endpoint")
+    return endpoint if isinstance(endpoint, str) else None
+
+
+def assert_first_party_authorization(owner: PasskeyOwner, deployment: FirstParty) -> None:
+    [url] = owner.seen
+    query = authorization_query(url)
+    assert ([deployment.url], ["S256"]) == (query["resource"], query["code_challenge_method"])
+    [redirect] = owner.redirects
+    assert [deployment.issuer] == authorization_query(redirect)["iss"]
+
+
+async def test_ts_sdk_client_first_party_native(first_party: FirstParty, tmp_path: Path) -> None:
+    callback = f"http://127.0.0.1:{free_port()}/callback"
+    async with owner_in_chromium(first_party) as owner:
+        steps, code, stderr = await run_json_steps(
+            ts_client_command(first_party.url, callback, client_id=NATIVE_ID),
+            client_env(first_party.ca_file, tmp_path),
+            owner.consent,
+        )
+    assert_every_step(
+        steps, code, stderr, owner.redirects, registered=False, callback_reported=True
+    )
+    assert_first_party_authorization(owner, first_party)
+    assert "state" not in authorization_query(owner.seen[0])  # the SDK's default
+
+
+async def test_inspector_cli_first_party_native(first_party: FirstParty, tmp_path: Path) -> None:
+    callback = f"http://127.0.0.1:{free_port()}/oauth/callback"
+    env = client_env(first_party.ca_file, tmp_path, INSPECTOR_ENV)
+    async with owner_in_chromium(first_party) as owner:
+        steps, stderr = await inspector_steps(
+            first_party.url,
+            callback,
+            env,
+            owner.consent,
+            TOOL_ARGS,
+            "--client-id",
+            NATIVE_ID,
+        )
+    assert_every_step(steps, 0, stderr, owner.redirects, registered=False)
+    assert_first_party_authorization(owner, first_party)
+
+
+async def test_fastmcp_oauth_helper_first_party_native(
+    first_party: FirstParty, tmp_path: Path
+) -> None:
+    async with owner_in_chromium(first_party) as owner:
+        steps, code, stderr = await run_json_steps(
+            fastmcp_command(first_party.url, client_id=NATIVE_ID),
+            client_env(first_party.ca_file, tmp_path),
+            owner.consent,
+        )
+    assert_every_step(steps, code, stderr, owner.redirects, registered=False)
+    assert_first_party_authorization(owner, first_party)
+
+
+@pytest.mark.parametrize("client", ["ts-sdk", "inspector", "fastmcp"])
+async def test_registering_clients_first_party(
+    first_party: FirstParty, tmp_path: Path, client: str
+) -> None:
+    """Each client with its defaults: no client ID, so it registers (RFC 7591) at the endpoint
+    the AS metadata advertises; skipped while the server advertises none."""
+    if await registration_endpoint(first_party) is None:
+        pytest.skip("the first-party AS metadata advertises no registration_endpoint")
+    async with owner_in_chromium(first_party) as owner:
+        if client == "inspector":
+            callback = f"http://127.0.0.1:{free_port()}/oauth/callback"
+            env = client_env(first_party.ca_file, tmp_path, INSPECTOR_ENV)
+            steps, stderr = await inspector_steps(
+                first_party.url, callback, env, owner.consent, TOOL_ARGS
+            )
+            code = 0
+        else:
+            command = (
+                ts_client_command(first_party.url, f"http://127.0.0.1:{free_port()}/callback")
+                if client == "ts-sdk"
+                else fastmcp_command(first_party.url)
+            )
+            steps, code, stderr = await run_json_steps(
+                command, client_env(first_party.ca_file, tmp_path), owner.consent
+            )
+    assert_every_step(
+        steps, code, stderr, owner.redirects, registered=True, callback_reported=client == "ts-sdk"
+    )
+    assert_first_party_authorization(owner, first_party)

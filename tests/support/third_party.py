@@ -27,7 +27,9 @@ TS_CLIENT = CLIENTS / "ts_client.mjs"
 INSPECTOR = (
     CLIENTS / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "cli" / "build"
 )
-INSPECTOR_CLI = INSPECTOR / "index.js"
+# Resolved: the CLI runs only when argv[1] is its own real path (a symlinked tree would make it
+# exit 0 without a word).
+INSPECTOR_CLI = (INSPECTOR / "index.js").resolve()
 FASTMCP_PYTHON = CLIENTS / "fastmcp-venv" / "bin" / "python"
 FASTMCP_CLIENT = CLIENTS / "fastmcp_client.py"
 RUN_TIMEOUT = 40.0
@@ -227,7 +229,7 @@ def _result(stdout: str) -> dict[str, Any]:
 
 
 async def inspector_steps(
-    url: str, callback: str, env: Mapping[str, str], consent: Consent, tool_args: str
+    url: str, callback: str, env: Mapping[str, str], consent: Consent, tool_args: str, *extra: str
 ) -> tuple[list[Step], str]:
     """Every step with the MCP Inspector CLI, one invocation per MCP request as its users run
     it: `tools/list` (which signs in), `tools/call` on the stored tokens, then the same call
@@ -237,8 +239,8 @@ async def inspector_steps(
     steps: list[Step] = []
     logs: list[str] = []
 
-    async def run(method: str, *extra: str) -> tuple[list[str], int, dict[str, Any]]:
-        command = inspector_command(url, callback, method, *extra)
+    async def run(method: str, *more: str) -> tuple[list[str], int, dict[str, Any]]:
+        command = inspector_command(url, callback, method, *more, *extra)
         urls, code, stdout, stderr = await run_inspector(command, env, consent)
         logs.append(stderr)
         return urls, code, _result(stdout)
@@ -246,7 +248,8 @@ async def inspector_steps(
     call = ("--tool-name", "mail_query", "--tool-args-json", tool_args)
     urls, code, listed = await run("tools/list")
     if code != 0 or len(urls) != 1:
-        steps.append({"step": "error", "message": f"tools/list exit {code}, sign-ins {urls}"})
+        message = f"tools/list exit {code}, sign-ins {urls}, answer {json.dumps(listed)[:300]}"
+        steps.append({"step": "error", "message": message})
         return steps, "\n".join(logs)
     server, tokens = _inspector_state(home, url)
     metadata = server["discoveryState"].get("authorizationServerMetadata", {})
@@ -260,10 +263,12 @@ async def inspector_steps(
     )
     [by_issuer] = server["byIssuer"].values()
     client_id = by_issuer["clientInformation"]["client_id"]
-    if by_issuer.get("clientRegistrationKind") == "dcr":
-        steps.append({"step": "register", "client_id": client_id})
-    else:
+    # (It files a --client-id under clientRegistrationKind "dcr" too: compare the ID instead.)
+    configured = extra[extra.index("--client-id") + 1] if "--client-id" in extra else None
+    if client_id == configured:
         steps.append({"step": "client", "client_id": client_id, "how": "configured"})
+    else:
+        steps.append({"step": "register", "client_id": client_id})
     steps.append({"step": "authorize", "url": urls[0]})
     steps.append(
         {
