@@ -8,8 +8,9 @@ External-issuer mode: the issuer is the oidc-provider peer, whose development lo
 walks without a browser; the user's browser is then sent to the client's loopback callback by
 an HTTP GET. First-party mode: angelos is the authorization server, and the owner enrols a
 passkey, signs in and approves in headless Chromium, which follows the redirect to the client's
-loopback callback itself. Clients that can only register dynamically skip in first-party mode
-while the server advertises no `registration_endpoint`.
+own loopback listener. There each client runs twice: with a configured native client ID
+(RFC 8252 loopback callbacks, any port), and with its defaults, registering itself (RFC 7591);
+the registering runs skip while the AS metadata advertises no `registration_endpoint`.
 """
 
 from __future__ import annotations
