@@ -14,7 +14,15 @@ from service.config._model import (
     MailConfig,
     StoreConfig,
 )
+from service.config._redirect_uris import (
+    callback_key,
+    callback_problem,
+    kind_of,
+    redirect_uri_matches,
+)
 from service.config._report import check_config_lines, describe
+from service.config._urls import parse_public_https_url
+from service.config._values import has_control, utf8_size
 
 __all__ = [
     "CHATGPT_CLIENT_ID",
@@ -27,8 +35,15 @@ __all__ = [
     "LocalPrincipal",
     "MailConfig",
     "StoreConfig",
+    "callback_key",
+    "callback_problem",
     "check_config_lines",
     "describe",
+    "has_control",
+    "kind_of",
     "load_config",
+    "parse_public_https_url",
+    "redirect_uri_matches",
+    "utf8_size",
     "with_env_file",
 ]

@@ -16,7 +16,7 @@ import msgspec
 
 from schemas.scopes import Scope, parse_scope_list
 from service.auth.server.errors import AuthorizeError
-from service.config._redirect_uris import redirect_uri_matches
+from service.config import redirect_uri_matches
 from service.wire.b64url import encodes_bytes
 
 MAX_QUERY_BYTES: Final = 8192

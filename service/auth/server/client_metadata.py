@@ -16,10 +16,15 @@ from typing import Any, Final
 
 import msgspec
 
-from service.config import CHATGPT_CLIENT_ID, FirstPartyConfig
-from service.config._redirect_uris import callback_key, callback_problem
-from service.config._urls import parse_public_https_url
-from service.config._values import has_control, utf8_size
+from service.config import (
+    CHATGPT_CLIENT_ID,
+    FirstPartyConfig,
+    callback_key,
+    callback_problem,
+    has_control,
+    parse_public_https_url,
+    utf8_size,
+)
 from service.wire.strict_json import StrictJsonError, parse_object
 
 CHATGPT_CALLBACK: Final = "https://chatgpt.com/connector_platform_oauth_redirect"

@@ -20,9 +20,14 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from service.config import FirstPartyConfig
-from service.config._redirect_uris import callback_key, callback_problem, kind_of
-from service.config._values import has_control, utf8_size
+from service.config import (
+    FirstPartyConfig,
+    callback_key,
+    callback_problem,
+    has_control,
+    kind_of,
+    utf8_size,
+)
 from service.wire.strict_json import StrictJsonError, parse_object
 
 CLIENT_ID_PREFIX: Final = "reg-"

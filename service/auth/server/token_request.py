@@ -18,7 +18,7 @@ import msgspec
 from schemas.scopes import Scope
 from service.auth.server.authorize_request import RegisteredClient, parse_scope, single_valued
 from service.auth.server.errors import OAuthError
-from service.config._redirect_uris import redirect_uri_matches
+from service.config import redirect_uri_matches
 from service.wire.b64url import encodes_bytes
 
 MAX_BODY_BYTES: Final = 16384
