@@ -18,6 +18,7 @@ from schemas.ledger_events import (
     DISPATCH_TERMINAL_TYPES,
     Claimed,
     EventData,
+    OperatorResolution,
     Prepared,
     SentFilingFailed,
     SentFilingSucceeded,
@@ -42,7 +43,8 @@ TERMINAL_STATES: Final = frozenset({"REJECTED", "UNKNOWN", "EXPIRED", "FILED"})
 # Conditions that the data alone cannot decide: the deadline needs a clock, `append_sent` needs
 # the claim, recovery needs an actor of kind `recovery:` (plus, in Redis, lease and grace), and
 # a quarantine needs that actor too (plus, in Redis, a recorded rollback halt).
-Need = Literal["", "deadline", "append_sent", "recovery", "halted"]
+# An operator's resolution needs an actor of kind `operator:`.
+Need = Literal["", "deadline", "append_sent", "recovery", "halted", "operator"]
 
 Guard = tuple[tuple[str, tuple[str, ...]], ...]  # every (field, allowed values) must hold
 
@@ -111,6 +113,12 @@ TRANSITIONS: Final[dict[tuple[State, str], Rule]] = {
     ("CLAIMED", "rollback_quarantined"): _quarantine("claimed"),
     ("ATTEMPTING", "rollback_quarantined"): _quarantine("smtp_attempt_started"),
     ("COMMITTED", "rollback_quarantined"): _quarantine("smtp_commit_point"),
+    # A person's finding about a settled send: the state stays, so nothing reopens or becomes
+    # claimable. Open sends (and an open Sent filing) are recovery's to settle first.
+    **{
+        (settled, "operator_resolution"): Rule(settled, need="operator")
+        for settled in ("ACCEPTED", "FILED", "REJECTED", "UNKNOWN", "EXPIRED")
+    },
 }
 # While a rollback halt is recorded the store refuses these events: each would either start a
 # send (a preparation, a claim, a network step) or conclude from a history that may be
@@ -142,6 +150,7 @@ class Lifecycle(Struct, frozen=True, kw_only=True):
     lifecycle_events: int = 0
     annotations: int = 0
     queued: bool = False  # a dispatch_queued annotation was written (it waits while CLAIMED)
+    resolutions: tuple[OperatorResolution, ...] = ()  # a person's findings, oldest first
 
 
 def rule_for(state: State, event_type: str) -> Rule | None:
@@ -195,10 +204,18 @@ def _check_need(lifecycle: Lifecycle, rule: Rule, event: Event, srv_ms: int | No
             raise InvalidTransition(state, kind, "the claim did not ask for a Sent copy")
     elif rule.need in ("recovery", "halted") and not event.actor.startswith("recovery:"):
         raise InvalidTransition(state, kind, "only recovery may classify a dispatch")
+    elif rule.need == "operator" and not event.actor.startswith("operator:"):
+        raise InvalidTransition(state, kind, "only an operator may resolve a send")
 
 
 def _record(lifecycle: Lifecycle, to: State, event: Event, srv_ms: int | None) -> Lifecycle:
     data = event.data
+    if isinstance(data, OperatorResolution):  # the lifecycle itself does not move
+        return msgspec.structs.replace(
+            lifecycle,
+            resolutions=(*lifecycle.resolutions, data),
+            lifecycle_events=lifecycle.lifecycle_events + 1,
+        )
     changes: dict[str, object] = {
         "state": to,
         "last_lifecycle_type": event.type,

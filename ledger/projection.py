@@ -132,6 +132,7 @@ def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
         sent_filing=_sent_filing(lifecycle, status),
         recovered=True if recovered else msgspec.UNSET,
         queued=True if queued else msgspec.UNSET,
+        resolution=(lifecycle.resolutions[-1].outcome if lifecycle.resolutions else msgspec.UNSET),
     )
 
 

@@ -269,6 +269,8 @@ class SendStatusResult(Struct, frozen=True, kw_only=True):
     sent_filing: SentFiling | UnsetType = UNSET
     recovered: Literal[True] | UnsetType = UNSET
     queued: Literal[True] | UnsetType = UNSET  # sending, waiting for a free SMTP connection
+    # The owner's latest recorded finding (`angelos ledger resolve`); the status stays.
+    resolution: Literal["arrived", "not_arrived", "unknown"] | UnsetType = UNSET
 
 
 UNAVAILABLE: Final = SendStatusResult(status="unavailable")

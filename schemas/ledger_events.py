@@ -26,7 +26,9 @@ Int53 = Annotated[int, Meta(ge=0, le=MAX_INT)]
 Hex32 = Annotated[str, Meta(pattern="^[0-9a-f]{32}$")]
 Hex64 = Annotated[str, Meta(pattern="^[0-9a-f]{64}$")]
 MessageId = Annotated[str, Meta(pattern=MESSAGE_ID_PATTERN, max_length=MAX_MESSAGE_ID_BYTES)]
-Actor = Annotated[str, Meta(pattern=r"^(api|dispatcher|recovery|sweeper):[A-Za-z0-9._-]{1,64}$")]
+Actor = Annotated[
+    str, Meta(pattern=r"^(api|dispatcher|recovery|sweeper|operator):[A-Za-z0-9._-]{1,64}$")
+]
 Endpoint = Annotated[str, Meta(pattern=r"^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$")]
 EnhancedStatus = Annotated[str, Meta(pattern=r"^(|[245]\.[0-9]{1,3}\.[0-9]{1,3})$")]
 ReplyCode = Annotated[int, Meta(ge=0, le=599)]
@@ -74,6 +76,7 @@ class Prepared(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
     payload_sha256: Hex64
     # First-party mode: the binding of the grant whose token prepared it (never the grant ID).
     grant: Hex64 | UnsetType = UNSET
+    retention_ms: Int53 | UnsetType = UNSET  # how long the stream is kept after its last event
 
 
 class Claimed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -84,6 +87,10 @@ class Claimed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
     claim_token: Hex32
     confirmed_digest: Hex64
     append_sent: bool
+    # The rules in force at the claim, so an audit judges this send by them, not by the
+    # auditor's environment (absent from claims written before they were recorded).
+    dispatch_deadline_ms: Int53 | UnsetType = UNSET
+    recovery_grace_ms: Int53 | UnsetType = UNSET
 
 
 class DispatchAborted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -263,6 +270,19 @@ class LateOutcomeObserved(_Data, frozen=True, forbid_unknown_fields=True, kw_onl
     reply_code: ReplyCode
 
 
+# The operator's own words: printable ASCII without `"` or `\\` (the canonical alphabet).
+ResolutionNote = Annotated[str, Meta(pattern=r'^[ !#-\[\]-~]*$', max_length=500)]
+
+
+class OperatorResolution(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A person recorded what they found out about a settled send; the send never reopens."""
+
+    TYPE = "operator_resolution"
+    outcome: Literal["arrived", "not_arrived", "unknown"]
+    note: ResolutionNote
+    reprepared_as: Hex32 | UnsetType = UNSET
+
+
 EventData = (
     Prepared
     | Claimed
@@ -282,6 +302,7 @@ EventData = (
     | DuplicateConfirm
     | DispatchQueued
     | LateOutcomeObserved
+    | OperatorResolution
 )
 DATA_CLASSES: Final[dict[str, type[_Data]]] = {
     cls.TYPE: cls
@@ -304,6 +325,7 @@ DATA_CLASSES: Final[dict[str, type[_Data]]] = {
         DuplicateConfirm,
         DispatchQueued,
         LateOutcomeObserved,
+        OperatorResolution,
     )
 }
 EVENT_TYPES: Final = frozenset(DATA_CLASSES)
@@ -338,4 +360,5 @@ EventType = Literal[
     "duplicate_confirm",
     "dispatch_queued",
     "late_outcome_observed",
+    "operator_resolution",
 ]

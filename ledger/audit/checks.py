@@ -8,17 +8,17 @@ check is reported with its prepared_id and the sequence number of the first bad 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Final, Literal
 
 import msgspec
-from msgspec import Struct, field
+from msgspec import Struct, UnsetType, field
 
 from ledger.chain import DEFAULT_SKEW_MS, chain_problems, verified_events
 from ledger.lifecycle import Lifecycle, advance
 from ledger.projection import public_status
 from ledger.store.bulk import IndexEntry
 from schemas.errors import MailError
-from schemas.ledger import Event, InvalidTransition, LedgerEntry
+from schemas.ledger import Event, InvalidTransition, LedgerEntry, decode_event
 from schemas.ledger_events import (
     ANNOTATION_TYPES,
     Claimed,
@@ -45,14 +45,23 @@ class Finding(Struct, frozen=True):
     detail: str
 
 
+RuleSource = Literal["default", "environment", "ledger", "manifest"]
+
+
 class AuditRules(Struct, frozen=True, kw_only=True):
-    """What the auditor checks against: MAC key, clock skew, recovery grace and the 'now'."""
+    """What the auditor checks against: MAC key, clock skew, recovery grace and the 'now'.
+
+    `grace_ms` and `retention_ms` are fallbacks: a claim that recorded the grace in force is
+    judged by that, and a stream that recorded its retention by that.
+    """
 
     key: bytes | None = None
     skew_ms: int = DEFAULT_SKEW_MS
     grace_ms: int = 900_000
     retention_ms: int = 604_800_000
     as_of_ms: int = 0
+    grace_source: RuleSource = "default"
+    retention_source: RuleSource = "default"
 
 
 class StreamAudit(Struct, frozen=True, kw_only=True):
@@ -67,6 +76,9 @@ class StreamAudit(Struct, frozen=True, kw_only=True):
     last_srv_ms: int = 0
     findings: list[Finding] = field(default_factory=list)
     investigate: str = ""  # why a person should look at this send ("" when nothing)
+    resolution: str = ""  # the latest operator resolution's outcome ("" when none)
+    grace_recorded: bool = False  # judged by the grace recorded at its claim
+    state: str = ""  # the lifecycle state (its stage while sending: CLAIMED, ATTEMPTING, ...)
 
 
 def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) -> StreamAudit:
@@ -96,7 +108,8 @@ def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) ->
         state=lifecycle.state,
         claimed_srv_ms=lifecycle.claimed_srv_ms,
         filing_srv_ms=lifecycle.filing_srv_ms,
-        rules=rules,
+        rules=msgspec.structs.replace(rules, grace_ms=grace_of(lifecycle, rules)),
+        resolved=bool(lifecycle.resolutions),
     )
     return StreamAudit(
         pid=pid,
@@ -108,7 +121,35 @@ def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) ->
         last_srv_ms=last_srv,
         findings=findings,
         investigate=reason,
+        resolution=lifecycle.resolutions[-1].outcome if lifecycle.resolutions else "",
+        grace_recorded=_recorded_grace(lifecycle) is not None,
+        state=lifecycle.state,
     )
+
+
+def _recorded_grace(lifecycle: Lifecycle) -> int | None:
+    claimed = lifecycle.claimed
+    if claimed is None or isinstance(claimed.recovery_grace_ms, UnsetType):
+        return None
+    return claimed.recovery_grace_ms
+
+
+def grace_of(lifecycle: Lifecycle, rules: AuditRules) -> int:
+    """The recovery grace this send is judged by: the one recorded at its claim, if any."""
+    recorded = _recorded_grace(lifecycle)
+    return rules.grace_ms if recorded is None else recorded
+
+
+def retention_of(entries: Sequence[LedgerEntry], rules: AuditRules) -> int:
+    """The retention this stream is judged by: the one its preparation recorded, if any."""
+    if entries:
+        try:
+            data = decode_event(entries[0].e).data
+        except MailError:
+            return rules.retention_ms
+        if isinstance(data, Prepared) and not isinstance(data.retention_ms, UnsetType):
+            return data.retention_ms
+    return rules.retention_ms
 
 
 def _corrupt(pid: str, events: int, last_srv: int, findings: list[Finding]) -> StreamAudit:
@@ -155,6 +196,7 @@ def _rules(
     """The claim matches the preparation; recovery waited out the grace and closed what it saw."""
     found: list[Finding] = []
     prepared = lifecycle.prepared
+    grace_ms = grace_of(lifecycle, rules)
     claim_srv = lifecycle.claimed_srv_ms
     filing_srv = lifecycle.filing_srv_ms
     last_lifecycle = ""
@@ -168,7 +210,7 @@ def _rules(
             if entry.srv_ms >= prepared.expires_ms:
                 found.append(Finding(pid, event.seq, "claim_expired", "claimed after the deadline"))
         elif isinstance(data, RecoveryClassified):
-            if claim_srv is None or entry.srv_ms - claim_srv < rules.grace_ms:
+            if claim_srv is None or entry.srv_ms - claim_srv < grace_ms:
                 found.append(
                     Finding(pid, event.seq, "recovery_early", "recovery wrote within the grace")
                 )
@@ -182,7 +224,7 @@ def _rules(
         elif (
             isinstance(data, SentFilingFailed)
             and event.actor.startswith("recovery:")
-            and (filing_srv is None or entry.srv_ms - filing_srv < rules.grace_ms)
+            and (filing_srv is None or entry.srv_ms - filing_srv < grace_ms)
         ):
             found.append(
                 Finding(pid, event.seq, "recovery_early", "recovery wrote within the grace")
@@ -202,10 +244,13 @@ def investigate_reason(
     claimed_srv_ms: int | None,
     filing_srv_ms: int | None,
     rules: AuditRules,
+    resolved: bool = False,
 ) -> str:
-    """Name the reason a person must look at this send, or ""."""
+    """Name the reason a person must look at this send, or "" (a resolved send has none)."""
     if flagged:
         return "integrity findings"
+    if resolved:
+        return ""
     if late:
         return "late outcome observed after recovery"
     if rollback:
@@ -246,7 +291,7 @@ def index_findings(
     by_seq: dict[int, list[IndexEntry]] = {}
     for item in indexed:
         by_seq.setdefault(item.seq, []).append(item)
-    window_start = rules.as_of_ms - rules.retention_ms + _INDEX_SLACK_MS
+    window_start = rules.as_of_ms - retention_of(entries, rules) + _INDEX_SLACK_MS
     for entry in entries:
         matches = by_seq.pop(entry.seq, [])
         if len(matches) > 1:
@@ -288,6 +333,8 @@ class LedgerAudit(Struct, kw_only=True):
     statuses: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     investigate: list[StreamAudit] = field(default_factory=list)
+    resolved: list[StreamAudit] = field(default_factory=list)
+    grace_recorded: int = 0  # streams judged by the grace recorded at their claim
     elapsed_s: float = 0.0
 
     @property
@@ -303,6 +350,9 @@ class LedgerAudit(Struct, kw_only=True):
         self.findings += audit.findings
         if audit.investigate:
             self.investigate.append(audit)
+        if audit.resolution:
+            self.resolved.append(audit)
+        self.grace_recorded += audit.grace_recorded
 
 
 def with_findings(audit: StreamAudit, extra: Sequence[Finding]) -> StreamAudit:

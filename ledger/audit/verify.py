@@ -22,7 +22,6 @@ from ledger.audit.checks import (
     missing_stream_findings,
     with_findings,
 )
-from ledger.chain import mac_key_id
 from ledger.store.bulk import STREAM_BATCH, BulkReader, IndexEntry, StoredEntry
 from schemas.ledger import LedgerEntry
 
@@ -40,16 +39,11 @@ async def verify_ledger(
     reader: BulkReader,
     rules: AuditRules,
     *,
-    meta_key_id: str = "",
     progress: Progress | None = None,
 ) -> LedgerAudit:
     """Verify every stream of the namespace and the index against them."""
     started = time.perf_counter()
     summary = LedgerAudit()
-    if rules.key is not None and meta_key_id and meta_key_id != mac_key_id(rules.key):
-        summary.findings.append(
-            Finding("", 0, "mac_key_mismatch", "the ledger was sealed with another HMAC key")
-        )
     index = await reader.index()
     summary.index_entries = len(index)
     by_pid = group_index(index)

@@ -33,6 +33,7 @@ class Decision(Struct, frozen=True, kw_only=True):
     action: Action
     last_lifecycle_type: str = ""
     verdict: str = ""  # e.g. "rejected/not_attempted", "unknown/acknowledgement"
+    decidable_ms: int = 0  # too_early: the server time from which recovery may decide
 
     @property
     def wrote(self) -> bool:

@@ -64,6 +64,10 @@ from schemas.submission import Envelope, NotSent
 
 log = structlog.get_logger("angelos.ledger.dispatch")
 GENERIC_REFUSAL = "prepared message missing, expired, or digest mismatch; nothing was sent"
+EXPIRED_REFUSAL = (
+    "this preparation expired before it was confirmed; nothing was consumed or sent. Prepare "
+    "the message again if it is still wanted"
+)
 GRANT_REFUSAL = (
     "this preparation was made through another client's authorization (or one since revoked) "
     "and only that authorization can confirm it; prepare the message again through this "
@@ -205,9 +209,12 @@ class Dispatcher:
         if prepared.digest != run.digest:
             self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="digest_mismatch"))
             raise errors.OperationFailed(GENERIC_REFUSAL)
-        if lifecycle.state == "PREPARED" and now >= prepared.expires_ms:
+        # Expired answers the same whether or not the sweeper has recorded it yet.
+        if lifecycle.state == "EXPIRED" or (
+            lifecycle.state == "PREPARED" and now >= prepared.expires_ms
+        ):
             self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="expired"))
-            raise errors.OperationFailed(GENERIC_REFUSAL)
+            raise errors.OperationFailed(EXPIRED_REFUSAL)
         return lifecycle
 
     async def _claim(self, run: Run, head: Head) -> ClaimOutcome:
@@ -216,6 +223,8 @@ class Dispatcher:
             claim_token=new_id(),
             confirmed_digest=run.digest,
             append_sent=run.append_sent,
+            dispatch_deadline_ms=round(self.settings.dispatch_deadline_s * 1000),
+            recovery_grace_ms=self.store.settings.recovery_grace_ms,
         )
         eid = new_id()
         try:

@@ -39,9 +39,7 @@ class Quarantine:
         self.actor = actor
         self.page = page
 
-    async def run(
-        self, report: RecoveryReport, progress: Callable[[int], None] | None
-    ) -> None:
+    async def run(self, report: RecoveryReport, progress: Callable[[int], None] | None) -> None:
         """Close every open dispatch and every unclaimed preparation as unknown (rollback)."""
         assert report.halt is not None
         members = await self.reader.open_members(EVERYTHING)
@@ -52,9 +50,7 @@ class Quarantine:
             if progress is not None:
                 progress(len(report.decisions))
 
-    async def _quarantine(
-        self, pids: Sequence[str], halt: Halt, dry_run: bool
-    ) -> list[Decision]:
+    async def _quarantine(self, pids: Sequence[str], halt: Halt, dry_run: bool) -> list[Decision]:
         _, streams = await self.reader.entries(pids)
         decisions = []
         for pid, entries in zip(pids, streams, strict=True):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 import structlog
-from msgspec import Struct
+from msgspec import Struct, UnsetType
 
 from ledger.chain import verified_events
 from ledger.dispatch.decisions import Action, Decision, Kind, RecoveryReport
@@ -42,6 +42,7 @@ from schemas.ledger_events import (
 log = structlog.get_logger("angelos.ledger.recovery")
 PAGE: Final = 256  # candidates read and decided per round trip
 _OPEN_DISPATCH: Final = frozenset({"CLAIMED", "ATTEMPTING", "COMMITTED"})
+
 
 def classify(lifecycle: Lifecycle, now_ms: int) -> EventData | None:
     """Return the event recovery writes for an abandoned stream, or None when it is not open.
@@ -76,6 +77,15 @@ def classify(lifecycle: Lifecycle, now_ms: int) -> EventData | None:
     if lifecycle.state == "FILING":
         return SentFilingFailed(outcome="unknown", reason="process_lost")
     return None
+
+
+def grace_for(lifecycle: Lifecycle, grace_ms: int) -> int:
+    """The grace recovery waits for this send: its own setting, or the longer one in force at
+    the claim (the store's append script applies the same rule)."""
+    claimed = lifecycle.claimed
+    if claimed is None or isinstance(claimed.recovery_grace_ms, UnsetType):
+        return grace_ms
+    return max(grace_ms, claimed.recovery_grace_ms)
 
 
 def verdict_of(data: EventData) -> str:
@@ -141,10 +151,23 @@ class Recoverer:
             await Quarantine(self.store, self.reader, self.actor, self.page).run(report, progress)
             _log(report)
             return report
-        for chunk in pages(await self.reader.open_members(now - self.grace_ms), self.page):
+        members = await self.reader.open_members(now + 1)
+        due = [member for member in members if member.since_ms < now - self.grace_ms]
+        for chunk in pages(due, self.page):
             report.decisions += await self._recover(chunk, dry_run)
             if progress is not None:
                 progress(len(report.decisions))
+        # Claims still inside the grace are reported too, with when they become decidable.
+        report.decisions += [
+            Decision(
+                pid=member.pid,
+                kind=member.kind,
+                action="too_early",
+                decidable_ms=member.since_ms + self.grace_ms,
+            )
+            for member in members
+            if member.since_ms >= now - self.grace_ms
+        ]
         for pids in pages(await self.reader.due_unclaimed(now), self.page):
             report.decisions += await self._sweep(pids, dry_run)
             if progress is not None:
@@ -205,10 +228,12 @@ class Recoverer:
         since = lifecycle.filing_srv_ms if kind == "filing" else lifecycle.claimed_srv_ms
         data = classify(lifecycle, now)
         head = head_of(entries)
-        if since is None or now - since < self.grace_ms or data is None or head is None:
+        grace = grace_for(lifecycle, self.grace_ms)
+        if since is None or now - since < grace or data is None or head is None:
             return Decision(
                 pid=pid, kind=kind, action="too_early",
                 last_lifecycle_type=lifecycle.last_lifecycle_type,
+                decidable_ms=(since or now) + grace,
             ), None  # fmt: skip
         todo = _Open(
             pid, kind, head, data, lifecycle.claimed.dispatcher_id,

@@ -224,4 +224,3 @@ class RunWriter:
             await self.store.append(pid, head, data, actor=self.api_actor, eid=new_id())
         except errors.MailError:
             log.warning("annotation_not_recorded", pid=pid, type=data.TYPE)
-

@@ -17,7 +17,7 @@ from typing import Any, Final, TypeVar, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions as rex
-from msgspec import Struct
+from msgspec import UNSET, Struct
 
 from ledger.chain import event_hash, event_mac, genesis, mac_key, mac_key_id
 from ledger.ids import new_id
@@ -67,7 +67,9 @@ def head_of(entries: Sequence[LedgerEntry]) -> Head | None:
     return Head(last.seq, last.h, state_after_types([entry.t for entry in entries]))
 
 
-def prepared_data(payload: PreparedPayload, blob: bytes) -> Prepared:
+def prepared_data(
+    payload: PreparedPayload, blob: bytes, retention_ms: int | None = None
+) -> Prepared:
     """Derive the `prepared` event data from a payload and its exact stored bytes."""
     return Prepared(
         owner=payload.owner,
@@ -82,6 +84,7 @@ def prepared_data(payload: PreparedPayload, blob: bytes) -> Prepared:
         attachment_sha256=tuple(a.sha256 for a in payload.attachments),
         payload_sha256=hashlib.sha256(blob).hexdigest(),
         grant=payload.grant,
+        retention_ms=UNSET if retention_ms is None else retention_ms,
     )
 
 
@@ -169,7 +172,7 @@ class LedgerStore:
             prev=genesis(payload.pid),
             at_ms=self._clock() if at_ms is None else at_ms,
             actor=actor,
-            data=prepared_data(payload, blob),
+            data=prepared_data(payload, blob, self.settings.retention_ms),
         )
         e, h, m = self._seal(event)
         keys = self.keys
@@ -315,6 +318,8 @@ class LedgerStore:
             pipe.hsetnx(self.keys.meta, "store_id", new_id())
             if key_id:
                 pipe.hsetnx(self.keys.meta, "mac_key_id", key_id)
+            # The retention in force, for an audit of streams that are gone (kept up to date).
+            pipe.hset(self.keys.meta, "retention_ms", self.settings.retention_ms)
             pipe.hgetall(self.keys.meta)
             replies = await self._call(pipe.execute(), maybe_applied=True)
         stored = {text(k): text(v) for k, v in replies[-1].items()}

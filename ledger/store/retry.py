@@ -82,4 +82,3 @@ class RetryPolicy(Struct, frozen=True, kw_only=True):
         if self.deadline_s is not None:
             return time.monotonic() + min(pause, self.cap_s) - started < self.deadline_s
         return True
-

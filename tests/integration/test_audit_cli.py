@@ -139,9 +139,13 @@ class TestVerify:
         bad = cli(services, namespace, "verify", "--json", ANGELOS_LEDGER_HMAC_KEY="cd" * 32)
         keys = [key async for key in client.scan_iter(match=f"{namespace}:*")]
         await client.delete(*keys)
-        assert (0, True) == (good.returncode, as_json(good)["ok"])
-        kinds = {f["kind"] for f in as_json(bad)["findings"]}
-        assert 1 == bad.returncode and {"mac_key_mismatch", "mac_mismatch"} <= kinds
+        assert (0, True, "checked") == (
+            good.returncode, as_json(good)["ok"], as_json(good)["checked"]["macs"]
+        )  # fmt: skip
+        wrong = as_json(bad)
+        assert (1, "wrong_key", ["mac_key_mismatch"]) == (
+            bad.returncode, wrong["checked"]["macs"], [f["kind"] for f in wrong["findings"]]
+        )  # fmt: skip
 
 
 class TestShowAndList:
@@ -217,13 +221,13 @@ class TestExportReplay:
         pids = await some_sends(store)
         target = tmp_path / "ledger.jsonl"
         assert 0 == cli(services, namespace, "export", "--output", str(target)).returncode
-        assert 14 == len(target.read_bytes().splitlines())
+        assert 14 + 2 == len(target.read_bytes().splitlines())  # with manifest and trailer
         replayed = as_json(cli(services, namespace, "replay", str(target), "--json"))
         assert (True, 4) == (replayed["ok"], replayed["streams"])
         assert {"accepted": 1, "unknown": 1, "sending": 1, "prepared": 1} == replayed["statuses"]
         one = tmp_path / "one.jsonl"
         cli(services, namespace, "export", "--pid", pids["unknown"], "--output", str(one))
-        assert 5 == len(one.read_bytes().splitlines())
+        assert 5 + 2 == len(one.read_bytes().splitlines())
 
     async def test_a_changed_byte_or_a_removed_line_in_the_export_is_found(
         self, services: Services, store: LedgerStore, namespace: str, tmp_path: Path
@@ -233,11 +237,11 @@ class TestExportReplay:
         cli(services, namespace, "export", "--pid", pids["accepted"], "--output", str(target))
         lines = target.read_bytes().splitlines()
         edited = tmp_path / "edited.jsonl"
-        edited.write_bytes(
-            b"\n".join([*lines[:3], lines[3].replace(b"wire_bytes", b"wire_bytez"), *lines[4:]])
+        edited.write_bytes(  # line 0 is the manifest: line 4 is seq 4
+            b"\n".join([*lines[:4], lines[4].replace(b"wire_bytes", b"wire_bytez"), *lines[5:]])
         )
         gap = tmp_path / "gap.jsonl"
-        gap.write_bytes(b"\n".join([*lines[:2], *lines[3:]]))
+        gap.write_bytes(b"\n".join([*lines[:3], *lines[4:]]))
         changed = as_json(cli(services, namespace, "replay", str(edited), "--json"))
         missing = as_json(cli(services, namespace, "replay", str(gap), "--json"))
         assert [pids["accepted"], 4, "hash_mismatch"] in [
@@ -246,6 +250,8 @@ class TestExportReplay:
         assert [pids["accepted"], 4, "id_gap"] in [
             [f["pid"], f["seq"], f["kind"]] for f in missing["findings"]
         ]
+        assert "export_altered" in {f["kind"] for f in changed["findings"]}
+        assert "export_events_removed" in {f["kind"] for f in missing["findings"]}
 
     async def test_replay_as_of_a_past_time_leaves_out_what_was_stored_later(
         self, services: Services, store: LedgerStore, namespace: str, tmp_path: Path
@@ -300,8 +306,12 @@ class TestRecoverCommand:
     async def test_recover_inside_the_grace_decides_nothing(
         self, services: Services, store: LedgerStore, namespace: str
     ) -> None:
-        await claimed_send(store)
+        pid, _ = await claimed_send(store)
         dry = as_json(cli(services, namespace, "recover", "--dry-run", "--json"))
         real = as_json(cli(services, namespace, "recover", "--json"))
-        assert ([], []) == (dry["decisions"], real["decisions"])
+        assert ([pid], [pid]) == ([d["pid"] for d in dry["decisions"]],
+                                  [d["pid"] for d in real["decisions"]])  # fmt: skip
+        assert {"too_early": 1} == dry["counts"] == real["counts"]
         assert dry["dry_run"] is True and 900_000 == real["grace_ms"]
+        now, entries = await store.read(pid)
+        assert "sending" == project(entries, OWNER, now).status

@@ -132,13 +132,16 @@ class TestWhatRecoveryWaitsFor:
         report = await Recoverer(store).run_once()
         assert ["classified"] == [d.action for d in report.decisions]
 
-    async def test_a_claim_younger_than_the_grace_is_not_a_candidate(
+    async def test_a_claim_younger_than_the_grace_is_reported_with_when_it_becomes_decidable(
         self, client: aioredis.Redis, namespace: str
     ) -> None:
         store = make_store(client, namespace, recovery_grace_ms=60_000)
         pid = await send_in(store, "CLAIMED")
+        claimed_ms = (await store.read(pid))[1][1].srv_ms
         report = await Recoverer(store).run_once()
-        assert [] == report.decisions
+        assert [(pid, "too_early", claimed_ms + 60_000)] == [
+            (d.pid, d.action, d.decidable_ms) for d in report.decisions
+        ]
         assert "sending" == (await status_of(store, pid))["status"]
 
     async def test_the_script_refuses_recovery_inside_the_grace_even_if_the_caller_errs(

@@ -19,6 +19,7 @@ from schemas.ledger_events import (
     EventData,
     Expired,
     LateOutcomeObserved,
+    OperatorResolution,
     Prepared,
     RecoveryClassified,
     RollbackQuarantined,
@@ -142,6 +143,7 @@ REFUSED = ConfirmRefused(reason="digest_mismatch")
 DUPLICATE = DuplicateConfirm(observed_status="accepted")
 LATE = LateOutcomeObserved(outcome="accepted", stage="acknowledgement", reply_code=250)
 QUEUED = DispatchQueued(connections=4, ahead=3)
+RESOLVED = OperatorResolution(outcome="arrived", note="recipient confirmed by phone")
 
 # One valid data object per event type, in catalogue order.
 SAMPLES: dict[str, EventData] = {
@@ -163,6 +165,7 @@ SAMPLES: dict[str, EventData] = {
     "duplicate_confirm": DUPLICATE,
     "dispatch_queued": QUEUED,
     "late_outcome_observed": LATE,
+    "operator_resolution": RESOLVED,
 }
 
 
@@ -243,6 +246,8 @@ def actor_for(data: EventData) -> str:
         return "recovery:worker-1"
     if isinstance(data, Expired):
         return "sweeper:worker-1"
+    if isinstance(data, OperatorResolution):
+        return "operator:alice"
     return f"dispatcher:{DISPATCHER}"
 
 

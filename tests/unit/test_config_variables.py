@@ -72,7 +72,8 @@ def source_names() -> set[str]:
             continue
         text = path.read_text(encoding="utf-8")
         names.update(DIRECT_READ.findall(text))
-        if path.parent.name == "config" or path.name in ("cli.py", "demo.py", "ledger_cli.py"):
+        in_cli = path.name in ("cli.py", "demo.py") or path.parent.name == "ledger_cli"
+        if path.parent.name == "config" or in_cli:
             names.update(NAME_LITERAL.findall(text))
     return names
 

@@ -31,8 +31,12 @@ CATALOGUE = {
     "prepared": {
         "owner", "digest", "message_id", "transport", "action", "created_ms", "expires_ms",
         "encoded_bytes", "recipient_count", "attachment_sha256", "payload_sha256", "grant",
+        "retention_ms",
     },
-    "claimed": {"dispatcher_id", "claim_token", "confirmed_digest", "append_sent"},
+    "claimed": {
+        "dispatcher_id", "claim_token", "confirmed_digest", "append_sent", "dispatch_deadline_ms",
+        "recovery_grace_ms",
+    },
     "dispatch_aborted": {"stage", "reason", "network_contacted"},
     "smtp_attempt_started": {"transport", "endpoint", "tls_mode", "auth"},
     "smtp_commit_point": {"wire_bytes", "raw_sha256"},
@@ -49,6 +53,7 @@ CATALOGUE = {
     "duplicate_confirm": {"observed_status"},
     "dispatch_queued": {"connections", "ahead"},
     "late_outcome_observed": {"outcome", "stage", "reply_code"},
+    "operator_resolution": {"outcome", "note", "reprepared_as"},
 }  # fmt: skip
 
 

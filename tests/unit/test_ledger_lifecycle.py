@@ -20,7 +20,7 @@ from ledger.lifecycle import (
 )
 from ledger.store.scripts import lifecycle_lua
 from schemas.ledger import Event, InvalidTransition, LedgerCorrupt
-from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
+from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData, OperatorResolution
 from support.ledger import (
     ABORTED,
     ABORTED_BEFORE_TERMINATOR,
@@ -35,6 +35,7 @@ from support.ledger import (
     GRAPH_UNKNOWN,
     NOT_ATTEMPTED_REJECTION,
     PATHS,
+    PID,
     QUARANTINED_ATTEMPT,
     QUARANTINED_CLAIM,
     QUARANTINED_COMMIT,
@@ -75,6 +76,12 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("CLAIMED", "rollback_quarantined"): "UNKNOWN",
     ("ATTEMPTING", "rollback_quarantined"): "UNKNOWN",
     ("COMMITTED", "rollback_quarantined"): "UNKNOWN",
+    # An operator's resolution settles nothing new: only settled sends take one, unchanged.
+    ("ACCEPTED", "operator_resolution"): "ACCEPTED",
+    ("FILED", "operator_resolution"): "FILED",
+    ("REJECTED", "operator_resolution"): "REJECTED",
+    ("UNKNOWN", "operator_resolution"): "UNKNOWN",
+    ("EXPIRED", "operator_resolution"): "EXPIRED",
 }
 
 
@@ -274,14 +281,28 @@ class TestProperties:
         assert lifecycle.state == state_after_types([e.type for e in events])
 
     @given(st.sampled_from(["REJECTED", "UNKNOWN", "EXPIRED", "FILED"]), ANY_DATA)
-    def test_after_a_terminal_state_only_annotations_are_accepted(
+    def test_after_a_terminal_state_only_annotations_and_resolutions_are_accepted(
         self, state: State, data: EventData
     ) -> None:
-        if data.TYPE in ANNOTATION_TYPES:
+        if data.TYPE in ANNOTATION_TYPES or data.TYPE == "operator_resolution":
             assert state == step(state, data).state
         else:
             with pytest.raises(InvalidTransition):
                 step(state, data, srv_ms=T0 + 10_000_000)
+
+    def test_a_resolution_by_anyone_but_an_operator_is_refused(self) -> None:
+        lifecycle = lifecycle_in("UNKNOWN")
+        resolution = SAMPLES["operator_resolution"]
+        with pytest.raises(InvalidTransition, match="only an operator"):
+            advance(lifecycle, event(resolution, lifecycle.lifecycle_events + 1, "api:test-1"))
+
+    def test_resolutions_are_kept_in_order_and_leave_the_state(self) -> None:
+        first = step("UNKNOWN", SAMPLES["operator_resolution"])
+        later = OperatorResolution(outcome="not_arrived", note="bounce found", reprepared_as=PID)
+        second = advance(first, event(later, first.lifecycle_events + 1, "operator:bob"))
+        assert ("UNKNOWN", ("arrived", "not_arrived")) == (
+            second.state, tuple(r.outcome for r in second.resolutions)
+        )  # fmt: skip
 
     def test_struct_replace_keeps_lifecycles_immutable(self) -> None:
         first = lifecycle_in("CLAIMED")

@@ -69,6 +69,8 @@ else
     end
   elseif (need == 'recovery' or need == 'halted') and not recovery_actor then
     return {'invalid_transition', state}
+  elseif need == 'operator' and string.sub(tostring(event.actor), 1, 9) ~= 'operator:' then
+    return {'invalid_transition', state}
   end
   local halt = halted(meta, floor)
   if need == 'halted' and not halt then
@@ -93,6 +95,11 @@ else
     local since = tonumber(claimed_entry.srv_ms)
     if t == 'sent_filing_failed' then
       since = tonumber(find(entries, 'sent_filing_started').srv_ms)
+    end
+    -- The grace in force at the claim binds too: a later, shorter setting never cuts it.
+    local recorded = tonumber(claimed.data.recovery_grace_ms)
+    if recorded and recorded > grace then
+      grace = recorded
     end
     if now - since < grace then
       return {'too_early', int(now)}

@@ -1,0 +1,198 @@
+"""What `verify` and `replay` report: what was checked, under which key and rules, as of when,
+then the counts, findings, open items and resolutions. One Struct for text, JSON and HTML.
+
+The JSON form carries `schema` ("angelos.ledger.audit/1"); docs/auditing.md describes it and
+fields are only ever added within one schema version.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from msgspec import Struct, field
+
+from ledger.audit.checks import AuditRules, Finding, LedgerAudit, StreamAudit
+from ledger.audit.manifest import Manifest
+from ledger.chain import mac_key_id
+
+AUDIT_SCHEMA: Final = "angelos.ledger.audit/1"
+Macs = Literal["checked", "not_checked", "wrong_key", "unsealed"]
+Completeness = Literal["index", "manifest", "not_checked"]
+
+
+class RuleUsed(Struct, frozen=True, kw_only=True):
+    """One rule a verdict depends on, its value and where the value came from."""
+
+    name: Literal["recovery_grace_ms", "retention_ms", "skew_ms"]
+    value_ms: int
+    source: str  # default | environment | ledger | manifest | command line
+    recorded_sends: int = 0  # sends judged instead by the value recorded in their own events
+
+
+class Checked(Struct, frozen=True, kw_only=True):
+    """What a run checked: MACs (and under which key ID), completeness, rules and the time."""
+
+    source: Literal["redis", "export"]
+    as_of: str
+    as_of_ms: int
+    macs: Macs
+    key_id: str = ""  # the ID of the key given to this run ("" without one)
+    sealed_key_id: str = ""  # the ID the ledger or export was sealed under ("?" when unknown)
+    completeness: Completeness
+    rules: list[RuleUsed] = field(default_factory=list)
+
+
+class OpenItem(Struct, frozen=True, kw_only=True):
+    """A send a person should look at, or one a person has resolved."""
+
+    prepared_id: str
+    status: str
+    stage: str
+    reason: str = ""
+    resolution: str = ""
+
+
+class AuditReport(Struct, kw_only=True):
+    """The whole answer of `verify` or `replay`."""
+
+    schema: str = AUDIT_SCHEMA
+    verdict: Literal["verified", "unverified", "findings"]
+    ok: bool
+    checked: Checked
+    manifest: Manifest | None = None
+    streams: int
+    events: int
+    index_entries: int
+    statuses: dict[str, int]
+    findings: list[Finding]
+    investigate: list[OpenItem]
+    resolved: list[OpenItem]
+    elapsed_s: float
+    events_per_s: int
+
+
+def macs_state(key: bytes | None, sealed_key_id: str) -> tuple[Macs, str]:
+    """Say whether MACs are checked, given the key (if any) and the sealing key's ID."""
+    if key is None:
+        return ("not_checked" if sealed_key_id else "unsealed"), ""
+    given = mac_key_id(key)
+    if sealed_key_id in ("", "?", given):
+        return "checked", given
+    return "wrong_key", given
+
+
+def wrong_key_finding(given: str, sealed: str) -> Finding:
+    """The one finding a wrong key gives (rather than a `mac_mismatch` on every entry)."""
+    sealed_as = f"key ID {sealed}" if sealed not in ("", "?") else "another key"
+    return Finding(
+        "", 0, "mac_key_mismatch",
+        f"the ledger was sealed with {sealed_as}; the key given has ID {given}: a wrong key, "
+        "not a forgery; MACs were not checked",
+    )  # fmt: skip
+
+
+def rules_used(rules: AuditRules, summary: LedgerAudit) -> list[RuleUsed]:
+    """The rules as applied, with their sources."""
+    return [
+        RuleUsed(
+            name="recovery_grace_ms", value_ms=rules.grace_ms, source=rules.grace_source,
+            recorded_sends=summary.grace_recorded,
+        ),
+        RuleUsed(name="retention_ms", value_ms=rules.retention_ms, source=rules.retention_source),
+        RuleUsed(name="skew_ms", value_ms=rules.skew_ms, source="command line"),
+    ]  # fmt: skip
+
+
+def build_report(
+    summary: LedgerAudit, checked: Checked, manifest: Manifest | None = None
+) -> AuditReport:
+    """Put a run's summary and what it checked into one report."""
+    if summary.findings:
+        verdict: Literal["verified", "unverified", "findings"] = "findings"
+    elif checked.macs == "not_checked":
+        verdict = "unverified"
+    else:
+        verdict = "verified"
+    rate = round(summary.events / summary.elapsed_s) if summary.elapsed_s else 0
+    return AuditReport(
+        verdict=verdict,
+        ok=not summary.findings,
+        checked=checked,
+        manifest=manifest,
+        streams=summary.streams,
+        events=summary.events,
+        index_entries=summary.index_entries,
+        statuses=summary.statuses,
+        findings=summary.findings,
+        investigate=[_item(a) for a in summary.investigate],
+        resolved=[_item(a) for a in summary.resolved],
+        elapsed_s=round(summary.elapsed_s, 3),
+        events_per_s=rate,
+    )
+
+
+def _item(audit: StreamAudit) -> OpenItem:
+    return OpenItem(
+        prepared_id=audit.pid, status=audit.status, stage=audit.stage,
+        reason=audit.investigate, resolution=audit.resolution,
+    )  # fmt: skip
+
+
+def checked_lines(checked: Checked) -> list[str]:
+    """Say in words what was checked."""
+    macs = {
+        "checked": f"MACs: checked under key ID {checked.key_id}",
+        "not_checked": f"MACs: NOT checked (sealed under key ID {checked.sealed_key_id}; no key "
+        "given: set ANGELOS_LEDGER_HMAC_KEY)",
+        "wrong_key": f"MACs: NOT checked (sealed under key ID {checked.sealed_key_id}, the key "
+        f"given has ID {checked.key_id})",
+        "unsealed": "MACs: none (the ledger has no HMAC key)",
+    }[checked.macs]
+    completeness = {
+        "index": "completeness: every stream and event held against the index",
+        "manifest": "completeness: every line held against the export's manifest and trailer",
+        "not_checked": "completeness: NOT checked (an export without manifest: removed sends "
+        "and a cut tail cannot be seen)",
+    }[checked.completeness]
+    rules = []
+    for rule in checked.rules:
+        recorded = (
+            f"; {rule.recorded_sends} send(s) by the value recorded at their claim"
+            if rule.recorded_sends
+            else ""
+        )
+        rules.append(f"{rule.name} {rule.value_ms} ({rule.source}{recorded})")
+    return [
+        macs,
+        completeness,
+        "rules: " + ", ".join(rules),
+        f"as of: {checked.as_of}",
+    ]
+
+
+def render_text(report: AuditReport) -> str:
+    """Render a report for a person: counts, what was checked, findings, open items, verdict."""
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(report.statuses.items())) or "none"
+    out = [
+        f"{report.streams} stream(s), {report.events} event(s), {report.index_entries} index "
+        f"entr(ies) in {report.elapsed_s:.2f} s ({report.events_per_s:,} events/s)",
+        f"statuses: {statuses}",
+    ]
+    out += checked_lines(report.checked)
+    for finding in report.findings:
+        if finding.pid:
+            where = f"{finding.pid} seq {finding.seq}"
+        else:  # an export line, or the ledger as a whole
+            where = f"line {finding.seq}" if finding.seq else "ledger"
+        out.append(f"FINDING {where}: {finding.kind} - {finding.detail}")
+    for item in report.investigate:
+        out.append(f"INVESTIGATE {item.prepared_id}: {item.status} - {item.reason}")
+    for item in report.resolved:
+        out.append(f"RESOLVED {item.prepared_id}: {item.status} - {item.resolution}")
+    if report.verdict == "findings":
+        out.append(f"{len(report.findings)} finding(s)")
+    elif report.verdict == "unverified":
+        out.append("unverified (MACs not checked)")
+    else:
+        out.append("verified: no findings")
+    return "\n".join(out) + "\n"
