@@ -23,9 +23,10 @@ from ledger.store.ledger_store import LedgerStore
 from service.config import Config
 from service.ledger_cli.audit_commands import export, replay, verify
 from service.ledger_cli.common import OK, USAGE, with_store
-from service.ledger_cli.incident_commands import list_sends, recover, show
+from service.ledger_cli.queue_commands import list_sends, recover
 from service.ledger_cli.resolve import add_resolve_command, resolution_from, resolve
 from service.ledger_cli.rollback import acknowledge_rollback
+from service.ledger_cli.show_command import show
 
 ENV_FILE_HELP = "also read NAME=value settings from this file (the environment wins)"
 STATUSES = ("prepared", "sending", "accepted", "rejected", "unknown", "expired", "corrupt")
