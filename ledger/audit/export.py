@@ -241,11 +241,13 @@ def every_mac_fails(export: ExportFile, key: bytes) -> bool:
     return bool(sealed) and all(event_mac(key, entry.h) != entry.m for entry in sealed)
 
 
-def replay_export(export: ExportFile, rules: AuditRules) -> LedgerAudit:
+def replay_export(
+    export: ExportFile, rules: AuditRules, *, keep_steps: bool = False
+) -> LedgerAudit:
     """Verify and project an export without Redis, as the ledger stood at `rules.as_of_ms`:
     entries stored later are left out, and so is a send that did not exist yet."""
     started = time.perf_counter()
-    summary = LedgerAudit()
+    summary = LedgerAudit(keep_steps=keep_steps)
     summary.findings += export.problems
     for number in export.bad_lines:
         summary.findings.append(Finding("", number, "bad_line", "export line is not readable"))
@@ -253,7 +255,7 @@ def replay_export(export: ExportFile, rules: AuditRules) -> LedgerAudit:
     for pid, entries in export.entries.items():
         ordered = entries_as_of(sorted(entries, key=lambda entry: entry.seq), rules.as_of_ms)
         if ordered:
-            summary.add(audit_stream(pid, ordered, rules))
+            summary.add(audit_stream(pid, ordered, rules), ordered)
     for line in export.missing:
         if id_ms(line.index_id) <= rules.as_of_ms:
             summary.findings.append(

@@ -11,7 +11,7 @@ from typing import Final, Literal
 
 from msgspec import Struct, field
 
-from ledger.audit.checks import AuditRules, Finding, LedgerAudit, StreamAudit
+from ledger.audit.checks import AuditRules, Finding, LedgerAudit, SendSteps, StreamAudit
 from ledger.audit.manifest import Manifest
 from ledger.chain import mac_key_id
 
@@ -69,6 +69,7 @@ class AuditReport(Struct, kw_only=True):
     resolved: list[OpenItem]
     elapsed_s: float
     events_per_s: int
+    sends: list[SendSteps] = field(default_factory=list)  # only when kept (the HTML report)
 
 
 def macs_state(key: bytes | None, sealed_key_id: str) -> tuple[Macs, str]:
@@ -128,6 +129,7 @@ def build_report(
         resolved=[_item(a) for a in summary.resolved],
         elapsed_s=round(summary.elapsed_s, 3),
         events_per_s=rate,
+        sends=summary.sends,
     )
 
 

@@ -40,10 +40,11 @@ async def verify_ledger(
     rules: AuditRules,
     *,
     progress: Progress | None = None,
+    keep_steps: bool = False,
 ) -> LedgerAudit:
     """Verify every stream of the namespace and the index against them."""
     started = time.perf_counter()
-    summary = LedgerAudit()
+    summary = LedgerAudit(keep_steps=keep_steps)
     index = await reader.index()
     summary.index_entries = len(index)
     by_pid = group_index(index)
@@ -52,7 +53,8 @@ async def verify_ledger(
     pids = [pid for pid in listed if items_are_pid(pid)]
     async for batch_pids, groups in batches(reader, pids):
         for pid, stored in zip(batch_pids, groups, strict=True):
-            summary.add(_check(pid, stored, by_pid.pop(pid, []), rules))
+            audit = _check(pid, stored, by_pid.pop(pid, []), rules)
+            summary.add(audit, [item.entry for item in stored])
         if progress is not None:
             progress(summary.streams, summary.events)
     summary.findings += [
