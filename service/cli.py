@@ -10,7 +10,13 @@ from collections.abc import Sequence
 
 import structlog
 
-from service.config import Config, check_config_lines, load_config, with_env_file
+from service.config import (
+    Config,
+    check_config_lines,
+    ledger_problems,
+    load_config,
+    with_env_file,
+)
 from service.ledger_cli import ENV_FILE_HELP, add_ledger_commands, run_ledger
 from service.logging import configure_logging
 from service.oauth_cli import add_oauth_commands, run_oauth
@@ -62,6 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--env-file", metavar="PATH", help=ENV_FILE_HELP)
     check = sub.add_parser("check-config", help="print every variable's effective value")
     check.add_argument("--env-file", metavar="PATH", help=ENV_FILE_HELP)
+    check.add_argument(
+        "--ledger-only",
+        action="store_true",
+        help="only what `angelos ledger` reads: an auditor's pre-flight, no mailbox needed",
+    )
     demo = sub.add_parser("demo", help="walk through the mailbox with a real MCP client")
     demo.add_argument("--json", action="store_true", help="the raw results, one per line")
     add_ledger_commands(
@@ -74,8 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     env, env_file = with_env_file(os.environ, getattr(args, "env_file", None))
     config = load_config(env, env_file)
     if args.command == "check-config":
-        for line in check_config_lines(config):
+        for line in check_config_lines(config, ledger_only=args.ledger_only):
             print(line)
+        if args.ledger_only:
+            return 1 if ledger_problems(config) else 0
         # Resource-server problems count too: a group set at all is meant to work.
         return 1 if startup_problems(config) or config.http_auth_problems else 0
     if args.command == "ledger":

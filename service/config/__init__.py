@@ -20,7 +20,7 @@ from service.config._redirect_uris import (
     kind_of,
     redirect_uri_matches,
 )
-from service.config._report import check_config_lines, describe
+from service.config._report import check_config_lines, describe, ledger_problems
 from service.config._urls import parse_public_https_url
 from service.config._values import has_control, utf8_size
 
@@ -41,6 +41,7 @@ __all__ = [
     "describe",
     "has_control",
     "kind_of",
+    "ledger_problems",
     "load_config",
     "parse_public_https_url",
     "redirect_uri_matches",

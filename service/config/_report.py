@@ -213,21 +213,38 @@ def _local(config: Config) -> dict[str, object]:
     }
 
 
-def check_config_lines(config: Config) -> list[str]:
-    """Render every variable by group with its effective value, warnings, then the problems."""
+LEDGER_GROUPS: Final = frozenset({"loading", "store", "timing"})
+
+
+def ledger_problems(config: Config) -> tuple[str, ...]:
+    """The problems that concern the ledger commands alone (env file and store settings)."""
+    loading = () if config.env_file is None else tuple(config.env_file.problems)
+    return loading + config.store_problems
+
+
+def check_config_lines(config: Config, *, ledger_only: bool = False) -> list[str]:
+    """Render every variable by group with its effective value, warnings, then the problems.
+
+    `ledger_only` keeps what `angelos ledger` reads (an auditor has no mailbox to configure).
+    """
     values = describe(config)
     from_file = set() if config.env_file is None else set(config.env_file.names)
-    lines = ["Effective configuration:"]
+    heading = "Effective ledger configuration:" if ledger_only else "Effective configuration:"
+    lines = [heading]
     for group in GROUPS:
+        if ledger_only and group.key not in LEDGER_GROUPS:
+            continue
         lines.append(f"  # {group.title}")
         for variable in VARIABLES:
             if variable.group == group.key:
                 source = "  (from the env file)" if variable.name in from_file else ""
                 lines.append(f"  {variable.name} = {_text(values[variable.name])}{source}")
-    lines.extend(_warnings(config))
-    if config.problems:
-        lines.append(f"Problems ({len(config.problems)}):")
-        lines.extend(f"  - {problem}" for problem in config.problems)
+    if not ledger_only:
+        lines.extend(_warnings(config))
+    problems = ledger_problems(config) if ledger_only else config.problems
+    if problems:
+        lines.append(f"Problems ({len(problems)}):")
+        lines.extend(f"  - {problem}" for problem in problems)
     else:
         lines.append("No problems found.")
     return lines

@@ -21,6 +21,7 @@ from service.ledger_cli.rollback import attach_local_witness
 from service.sending import open_store
 
 OK, FINDINGS, USAGE, UNREACHABLE = 0, 1, 2, 3
+UNVERIFIED = 4  # no findings, but MACs the ledger carries could not be checked
 _RELATIVE: Final = re.compile(r"(\d+)([smhd])", re.ASCII)
 _UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 

@@ -227,6 +227,19 @@ class TestConfirmation:
         assert sorted([rcpt, hidden]) == sorted(seen.rcpt_tos)
         assert decode_payload(blob).raw == seen.message()
 
+    async def test_the_preparation_and_the_claim_record_the_rules_in_force(
+        self, services: Any
+    ) -> None:
+        settings = {"SEND_RECOVERY_GRACE_S": "1000", "SEND_LEDGER_RETENTION_S": "1209600"}
+        async with mcp_client(env(services, **settings)) as (client, app):
+            preview = await prepare(client, [fresh()])
+            await confirm(client, preview["prepared_id"], preview["digest"])
+            prepared, claim = [e.data for e in (await events(app, preview["prepared_id"]))[:2]]
+        assert 1_209_600_000 == getattr(prepared, "retention_ms", None)
+        assert (780_000, 1_000_000) == (
+            getattr(claim, "dispatch_deadline_ms", None), getattr(claim, "recovery_grace_ms", None)
+        )  # fmt: skip
+
     async def test_check_9_3_19_a_confirm_after_acceptance_replays_and_annotates_at_most_once(
         self, services: Any
     ) -> None:
