@@ -13,6 +13,7 @@ from msgspec import Struct, field
 
 from ledger.audit.checks import AuditRules, Finding, LedgerAudit, SendSteps, StreamAudit
 from ledger.audit.manifest import Manifest
+from ledger.audit.show import iso_ms
 from ledger.chain import mac_key_id
 
 AUDIT_SCHEMA: Final = "angelos.ledger.audit/1"
@@ -156,20 +157,49 @@ def checked_lines(checked: Checked) -> list[str]:
         "not_checked": "completeness: NOT checked (an export without manifest: removed sends "
         "and a cut tail cannot be seen)",
     }[checked.completeness]
-    rules = []
-    for rule in checked.rules:
-        recorded = (
-            f"; {rule.recorded_sends} send(s) by the value recorded at their claim"
-            if rule.recorded_sends
-            else ""
-        )
-        rules.append(f"{rule.name} {rule.value_ms} ({rule.source}{recorded})")
+    rules = [
+        f"{_RULE_NAMES[rule.name]} {_duration(rule.value_ms)} (from the {rule.source})"
+        for rule in checked.rules
+    ]
+    recorded = sum(rule.recorded_sends for rule in checked.rules)
+    if recorded:
+        rules.append(f"{recorded} send(s) judged by the grace recorded at their claim")
     return [
         macs,
         completeness,
-        "rules: " + ", ".join(rules),
+        "rules: " + "; ".join(rules),
         f"as of: {checked.as_of}",
     ]
+
+
+def manifest_line(manifest: Manifest) -> str:
+    """Say which ledger an export came from, when, and which part of it."""
+    if manifest.pid:
+        part = f"send {manifest.pid}"
+    elif manifest.since_ms or manifest.until_ms is not None:
+        until = "now" if manifest.until_ms is None else iso_ms(manifest.until_ms)
+        part = f"events from {iso_ms(manifest.since_ms)} to {until}"
+    else:
+        part = "the whole ledger"
+    return (
+        f"export: namespace {manifest.namespace}, made {iso_ms(manifest.exported_ms)}, {part}, "
+        f"{manifest.streams} send(s)"
+    )
+
+
+_RULE_NAMES: Final = {
+    "recovery_grace_ms": "recovery grace",
+    "retention_ms": "retention",
+    "skew_ms": "clock skew",
+}
+
+
+def _duration(ms: int) -> str:
+    if ms % 86_400_000 == 0:
+        return f"{ms // 86_400_000} d"
+    if ms % 1000 == 0:
+        return f"{ms // 1000} s"
+    return f"{ms} ms"
 
 
 def render_text(report: AuditReport) -> str:
@@ -180,6 +210,8 @@ def render_text(report: AuditReport) -> str:
         f"entr(ies) in {report.elapsed_s:.2f} s ({report.events_per_s:,} events/s)",
         f"statuses: {statuses}",
     ]
+    if report.manifest is not None:
+        out.append(manifest_line(report.manifest))
     out += checked_lines(report.checked)
     for finding in report.findings:
         if finding.pid:
