@@ -15,7 +15,7 @@ from typing import Final, Literal, cast
 
 import msgspec
 
-from ledger.chain import verified_events
+from ledger.chain import mac_key, mac_key_id, verified_events
 from ledger.ids import new_id
 from ledger.lifecycle import fold
 from ledger.store.ledger_store import LedgerStore, head_of
@@ -91,6 +91,16 @@ async def resolve(args: argparse.Namespace, store: LedgerStore) -> int:
         return USAGE
     data, actor = made
     pid = args.prepared_id
+    sealed = await store.meta_field("mac_key_id")
+    key = store.settings.hmac_key
+    given = "" if key is None else mac_key_id(mac_key(key.reveal()))
+    if sealed and given != sealed:  # an unsealed or wrongly sealed entry would read as forged
+        print(
+            f"angelos ledger: this ledger is sealed with HMAC key ID {sealed}; set its "
+            "ANGELOS_LEDGER_HMAC_KEY to resolve. Nothing recorded",
+            file=sys.stderr,
+        )
+        return USAGE
     _, entries = await store.read(pid)
     if not entries:
         print(f"angelos ledger: no ledger stream for {pid}; nothing recorded", file=sys.stderr)
