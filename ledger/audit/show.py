@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
-from msgspec import Struct
+from msgspec import Struct, UnsetType, field
 
 from ledger.audit.checks import StreamAudit
+from ledger.audit.evidence import Evidence, LeaseCheck, Stamped, evidence_of, iso_ms
 from ledger.lifecycle import Lifecycle, advance
 from schemas.errors import MailError
-from schemas.ledger import Event, LedgerEntry, decode_event
+from schemas.ledger import LedgerEntry, decode_event
 from schemas.ledger_events import (
     Claimed,
     ConfirmRefused,
@@ -19,6 +19,7 @@ from schemas.ledger_events import (
     DuplicateConfirm,
     EventData,
     LateOutcomeObserved,
+    OperatorResolution,
     Prepared,
     RecoveryClassified,
     RollbackQuarantined,
@@ -41,6 +42,7 @@ class TimelineLine(Struct, frozen=True, kw_only=True):
     srv_ms: int
     actor: str
     meaning: str
+    data: EventData | None = None  # the decoded event data (None when it does not decode)
 
 
 class Timeline(Struct, frozen=True, kw_only=True):
@@ -54,12 +56,10 @@ class Timeline(Struct, frozen=True, kw_only=True):
     investigate: str
     findings: list[str]
     events: list[TimelineLine]
+    evidence: Evidence = field(default_factory=Evidence)
 
 
-def iso_ms(ms: int) -> str:
-    """Render epoch milliseconds as UTC with milliseconds, e.g. 2026-01-02T03:04:05.678Z."""
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+__all__ = ["Timeline", "TimelineLine", "conclusion", "iso_ms", "meaning", "render", "timeline"]
 
 
 def meaning(data: EventData) -> str:
@@ -111,6 +111,16 @@ def meaning(data: EventData) -> str:
             f"waiting for one of {data.connections} SMTP connections ({data.ahead} ahead); "
             "no network yet"
         )
+    if isinstance(data, OperatorResolution):
+        replaced = (
+            ""
+            if isinstance(data.reprepared_as, UnsetType)
+            else f"; re-prepared as {data.reprepared_as}"
+        )
+        return (
+            f"a person's finding: {data.outcome.replace('_', '-')} ({data.note}){replaced}; "
+            "the recorded status stands and nothing reopens"
+        )
     kind = data.TYPE.replace("_", " ")
     return kind[:1].upper() + kind[1:]
 
@@ -161,18 +171,22 @@ def conclusion(lifecycle: Lifecycle) -> str:
     return "the provider accepted the message (acceptance is not delivery)"
 
 
-def timeline(audit: StreamAudit, entries: Sequence[LedgerEntry]) -> Timeline:
-    """Build the timeline of one stream (events that do not decode are shown as such)."""
+class _Read(Struct, frozen=True, kw_only=True):
+    """A stream as read for a person: its lines, decoded events, and the lifecycle they fold to."""
+
+    lines: list[TimelineLine]
+    stamped: list[Stamped]
+    lifecycle: Lifecycle | None  # None when the events do not decode or fold
+
+
+def _read(entries: Sequence[LedgerEntry]) -> _Read:
     lines: list[TimelineLine] = []
-    lifecycle = Lifecycle()
-    folded = True
+    stamped: list[Stamped] = []
+    lifecycle: Lifecycle | None = Lifecycle()
     for entry in entries:
-        event: Event | None
         try:
             event = decode_event(entry.e)
         except MailError:
-            event = None
-        if event is None:
             lines.append(
                 TimelineLine(
                     seq=entry.seq,
@@ -183,13 +197,14 @@ def timeline(audit: StreamAudit, entries: Sequence[LedgerEntry]) -> Timeline:
                     meaning="unreadable event (integrity finding)",
                 )
             )
-            folded = False
+            lifecycle = None
             continue
-        if folded:
+        if lifecycle is not None:
             try:
                 lifecycle = advance(lifecycle, event, entry.srv_ms)
             except MailError:
-                folded = False
+                lifecycle = None
+        stamped.append(Stamped(event, entry.srv_ms))
         lines.append(
             TimelineLine(
                 seq=event.seq,
@@ -198,27 +213,44 @@ def timeline(audit: StreamAudit, entries: Sequence[LedgerEntry]) -> Timeline:
                 srv_ms=entry.srv_ms,
                 actor=event.actor,
                 meaning=meaning(event.data),
+                data=event.data,
             )
         )
-    said = (
-        conclusion(lifecycle)
-        if folded and audit.status != "corrupt"
-        else "the stream failed verification: no conclusion can be drawn from it"
-    )
+    return _Read(lines=lines, stamped=stamped, lifecycle=lifecycle)
+
+
+def lifecycle_of(entries: Sequence[LedgerEntry]) -> Lifecycle | None:
+    """Fold a stream's events as the timeline does (None when they do not decode or fold)."""
+    return _read(entries).lifecycle
+
+
+def timeline(
+    audit: StreamAudit, entries: Sequence[LedgerEntry], lease: LeaseCheck | None = None
+) -> Timeline:
+    """Build the timeline and evidence of one stream (events that do not decode are shown as
+    such); `lease` is what the store said about the claiming process of an open send."""
+    read = _read(entries)
+    sound = read.lifecycle is not None and audit.status != "corrupt"
+    lifecycle = read.lifecycle if sound else None
     return Timeline(
         pid=audit.pid,
         status=audit.status,
         stage=audit.stage,
         recovered=audit.recovered,
-        conclusion=said,
+        conclusion=(
+            conclusion(lifecycle)
+            if lifecycle is not None
+            else "the stream failed verification: no conclusion can be drawn from it"
+        ),
         investigate=audit.investigate,
         findings=[f"seq {f.seq}: {f.kind} ({f.detail})" for f in audit.findings],
-        events=lines,
+        events=read.lines,
+        evidence=evidence_of(read.stamped, lifecycle, lease),
     )
 
 
 def render(view: Timeline) -> str:
-    """Render a timeline as text for a person."""
+    """Render a timeline and its evidence as text for a person."""
     stage = f" / {view.stage}" if view.stage else ""
     recovered = " (written by recovery)" if view.recovered else ""
     out = [f"prepared_id {view.pid}", f"status: {view.status}{stage}{recovered}"]
@@ -232,4 +264,39 @@ def render(view: Timeline) -> str:
         out.append(f"investigate: {view.investigate}")
     for finding in view.findings:
         out.append(f"finding: {finding}")
+    facts = evidence_lines(view.evidence)
+    if facts:
+        out += ["", "evidence:"]
+        out += [f"  {label + ':' if label else '':<18} {text}" for label, text in facts]
     return "\n".join(out)
+
+
+def evidence_lines(evidence: Evidence) -> list[tuple[str, str]]:
+    """The evidence as (label, text) pairs, in the order a responder uses them."""
+    facts: list[tuple[str, str]] = []
+    if evidence.message_id:
+        facts.append(("Message-ID", evidence.message_id))
+    if evidence.endpoint:
+        facts.append(
+            ("endpoint", f"{evidence.endpoint} ({evidence.tls_mode}, {evidence.transport})")
+        )
+    if evidence.may_have_left_at:
+        facts.append(("may have left at", f"{evidence.may_have_left_at} (the commit point)"))
+    if evidence.outcome:
+        facts.append(("outcome", evidence.outcome))
+    if evidence.raw_sha256:
+        facts.append(("raw_sha256", evidence.raw_sha256))
+        facts.append(("", evidence.raw_sha256_use))
+        facts.append(("wire_bytes", f"{evidence.wire_bytes} (bytes written in DATA, dot-stuffed)"))
+    if evidence.lease is not None:
+        facts.append(("lease", evidence.lease.said))
+    for resolution in evidence.resolutions:
+        replaced = (
+            f", re-prepared as {resolution.reprepared_as}" if resolution.reprepared_as else ""
+        )
+        facts.append((
+            "resolution",
+            f"{resolution.outcome} by {resolution.by} at {resolution.server_time}{replaced}: "
+            f"{resolution.note}",
+        ))  # fmt: skip
+    return facts

@@ -40,6 +40,7 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
     verify_parser.add_argument("--skew-ms", type=int, default=DEFAULT_SKEW_MS)
     show_parser = sub.add_parser("show", help="the timeline of one send and what it proves")
     show_parser.add_argument("prepared_id")
+    show_parser.add_argument("--report", type=Path, metavar="FILE.md", help="write a ticket page")
     listing = sub.add_parser("list", help="sends by public status (the incident queue)")
     listing.add_argument("--status", choices=STATUSES, required=True)
     listing.add_argument("--since", help=_WHEN_HELP)

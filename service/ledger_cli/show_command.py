@@ -1,16 +1,24 @@
 """`angelos ledger show`: one send's timeline, its evidence and the conclusion it supports
-(docs/runbook.md)."""
+(docs/runbook.md); with `--report FILE.md`, the same as a one-page ticket."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import redis.exceptions as rex
 
 from ledger.audit.checks import missing_stream_findings
-from ledger.audit.show import render, timeline
+from ledger.audit.evidence import LeaseCheck, lease_holder
+from ledger.audit.show import lifecycle_of, render, timeline
+from ledger.audit.ticket import ticket
 from ledger.audit.verify import audit_pids, items_are_pid
 from ledger.store.bulk import BulkReader
 from ledger.store.ledger_store import LedgerStore
+from schemas.ledger import LedgerEntry, LedgerUnavailable
 from service.ledger_cli.common import FINDINGS, OK, USAGE, print_json, rules_for
 
 
@@ -33,9 +41,48 @@ async def show(args: argparse.Namespace, store: LedgerStore) -> int:
             print(f"no ledger stream for {pid} (unknown, or its retention ended)", file=sys.stderr)
         return FINDINGS
     audit, entries = found[0]
-    view = timeline(audit, entries)
+    view = timeline(audit, entries, await lease_check(store, entries, now))
+    report: Path | None = args.report
+    if report is not None:
+        written = await asyncio.to_thread(_write_report, report, ticket(view))
+        if isinstance(written, OSError):
+            print(f"angelos ledger: cannot write {report}: {written.strerror}", file=sys.stderr)
+            return USAGE
+        # Standard output stays one JSON document with --json.
+        where = sys.stderr if args.json else sys.stdout
+        print(f"report on {pid} written to {written}", file=where)
     if args.json:
         print_json(view)
-    else:
+    elif report is None:
         print(render(view))
     return FINDINGS if audit.findings else OK
+
+
+async def lease_check(
+    store: LedgerStore, entries: Sequence[LedgerEntry], now_ms: int
+) -> LeaseCheck | None:
+    """Read the claiming process's lease of a send still open (None when it is settled)."""
+    lifecycle = lifecycle_of(entries)
+    holder = None if lifecycle is None else lease_holder(lifecycle)
+    if holder is None:
+        return None
+    try:
+        left = int(await store.client.pttl(store.keys.lease(holder)))
+    except (rex.ConnectionError, rex.TimeoutError, OSError):
+        raise LedgerUnavailable(maybe_applied=False) from None
+    # PTTL: -2 when the key is gone, -1 when it has no expiry, else the milliseconds left.
+    return LeaseCheck(
+        alive=left != -2,
+        expires_in_ms=left if left >= 0 else None,
+        configured_grace_ms=store.settings.recovery_grace_ms,
+        now_ms=now_ms,
+    )
+
+
+def _write_report(path: Path, text: str) -> Path | OSError:
+    """Write the report; return where it went, or the error that stopped it."""
+    try:
+        path.write_text(text, encoding="utf-8")
+        return path.resolve()
+    except OSError as exc:
+        return exc
