@@ -17,6 +17,7 @@ from ledger.audit.export import (
     replay_export,
     sealed_key_id,
 )
+from ledger.audit.html import render_html
 from ledger.audit.manifest import ExportRules, Manifest
 from ledger.audit.report import (
     AuditReport,
@@ -36,6 +37,7 @@ from service.config import StoreConfig
 from service.ledger_cli.common import (
     FINDINGS,
     OK,
+    UNVERIFIED,
     USAGE,
     Progress,
     parse_when,
@@ -55,7 +57,9 @@ async def verify(args: argparse.Namespace, store: LedgerStore) -> int:
     if macs == "wrong_key":  # one finding, not a mac_mismatch on every entry
         rules = msgspec.structs.replace(rules, key=None)
     progress = Progress("verify", quiet=args.quiet)
-    summary = await verify_ledger(reader, rules, progress=progress)
+    summary = await verify_ledger(
+        reader, rules, progress=progress, keep_steps=args.html is not None
+    )
     if macs == "wrong_key":
         summary.findings.insert(0, wrong_key_finding(given, sealed))
     summary.findings += await rollback_findings(store)
@@ -89,9 +93,15 @@ async def export(args: argparse.Namespace, store: LedgerStore) -> int:
         mac_key_id=await store.meta_field("mac_key_id"),
         rules=ExportRules(recovery_grace_ms=rules.grace_ms, retention_ms=rules.retention_ms),
     )
-    key = rules.key if manifest.mac_key_id and rules.key is not None else None
-    if key is not None and mac_key_id(key) != manifest.mac_key_id:
-        print("angelos ledger: ANGELOS_LEDGER_HMAC_KEY is not this ledger's key", file=sys.stderr)
+    key = rules.key if manifest.mac_key_id else None
+    if manifest.mac_key_id and (key is None or mac_key_id(key) != manifest.mac_key_id):
+        # The trailer of a sealed ledger's export carries an HMAC; without it a replay with
+        # the key could not tell this export from one whose trailer was forged.
+        print(
+            f"angelos ledger: this ledger is sealed with HMAC key ID {manifest.mac_key_id}; set "
+            "its ANGELOS_LEDGER_HMAC_KEY to export it",
+            file=sys.stderr,
+        )
         return USAGE
     out = args.output.open("wb") if args.output else sys.stdout.buffer
     count = 0
@@ -132,7 +142,7 @@ def replay(args: argparse.Namespace, store_config: StoreConfig) -> int:
     if wrong:
         macs = "wrong_key"
         rules = msgspec.structs.replace(rules, key=None)
-    summary = replay_export(export_file, rules)
+    summary = replay_export(export_file, rules, keep_steps=args.html is not None)
     if wrong:
         summary.findings.insert(0, wrong_key_finding(given, sealed))
     elif key is not None and sealed == "" and export_file.manifest is not None:
@@ -167,8 +177,24 @@ def replay_rules(
 
 
 def _answer(args: argparse.Namespace, report: AuditReport) -> int:
-    if args.json:
-        print_json(report)
+    if args.json:  # the same with or without --html: the timelines go to the page only
+        print_json(msgspec.structs.replace(report, sends=[]) if report.sends else report)
     else:
         sys.stdout.write(render_text(report))
-    return OK if report.ok else FINDINGS
+    if args.html is not None and not _write_html(args, report):
+        return USAGE
+    if not report.ok:
+        return FINDINGS
+    return UNVERIFIED if report.verdict == "unverified" else OK
+
+
+def _write_html(args: argparse.Namespace, report: AuditReport) -> bool:
+    """Write the report's HTML page to `--html OUT`; say on stderr why not, if it fails."""
+    try:
+        args.html.write_text(render_html(report), encoding="utf-8")
+    except OSError as exc:
+        print(f"angelos ledger: cannot write {args.html}: {exc.strerror}", file=sys.stderr)
+        return False
+    if not args.quiet:
+        print(f"HTML report written to {args.html}", file=sys.stderr)
+    return True

@@ -342,6 +342,23 @@ class TestInExports:
         assert ["export_mac_mismatch"] == kinds(keyed)
         assert (4, "unverified") == (keyless.returncode, report(keyless)["verdict"])
 
+    async def test_a_sealed_ledger_is_not_exported_without_its_key(
+        self, services: Services, client: aioredis.Redis, namespace: str, tmp_path: Path
+    ) -> None:
+        await three_sends(make_store(client, namespace, hmac_key=Secret(KEY)))
+        target = tmp_path / "x.jsonl"
+        bare = cli(services, namespace, "export", "--output", str(target))
+        other = cli(
+            services,
+            namespace,
+            "export",
+            "--output",
+            str(target),
+            ANGELOS_LEDGER_HMAC_KEY=OTHER_KEY,
+        )
+        assert (2, 2) == (bare.returncode, other.returncode)
+        assert "sealed with HMAC key ID" in bare.stderr and not target.exists()
+
     async def test_a_wrong_key_is_told_apart_from_a_forgery(
         self, services: Services, client: aioredis.Redis, namespace: str, tmp_path: Path
     ) -> None:
