@@ -119,10 +119,10 @@ async def audit_pids(
     ]
 
 
-async def recent_pids(reader: BulkReader, since_ms: int) -> list[str]:
-    """Return the pids with any ledger event at or after `since_ms`, by the index."""
+async def recent_pids(reader: BulkReader, since_ms: int, until_ms: int | None = None) -> list[str]:
+    """Return the pids with any ledger event between two times (inclusive), by the index."""
     seen: dict[str, None] = {}
-    for item in await reader.index(since_ms=since_ms):
+    for item in await reader.index(since_ms=since_ms, until_ms=until_ms):
         if items_are_pid(item.pid):
             seen.setdefault(item.pid, None)
     return list(seen)

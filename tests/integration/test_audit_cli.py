@@ -7,9 +7,11 @@ import asyncio
 import json
 import subprocess
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import redis.asyncio as aioredis
 
@@ -17,11 +19,14 @@ from ledger.audit.checks import AuditRules, audit_stream
 from ledger.dispatch.recovery import Recoverer
 from ledger.ids import new_id
 from ledger.projection import project
+from ledger.store.answers import Head
 from ledger.store.connection import connect
 from ledger.store.ledger_store import LedgerStore
+from schemas.ledger import decode_event
+from schemas.ledger_events import OperatorResolution
 from schemas.secret import Secret
-from support.angelos_process import ROOT, angelos_command, clean_env
-from support.ledger import ACCEPTED, ATTEMPT, COMMIT, OWNER, UNKNOWN
+from support.angelos_process import ROOT, angelos_command, clean_env, free_port
+from support.ledger import ACCEPTED, ATTEMPT, COMMIT, DIGEST, OWNER, QUEUED, UNKNOWN, claimed
 from support.ledger_redis import advance, claimed_send, make_store, prepared_send
 from support.services import Services
 
@@ -78,6 +83,33 @@ async def some_sends(store: LedgerStore) -> dict[str, str]:
     await advance(store, sending, head, ATTEMPT)
     prepared, _ = await prepared_send(store)
     return {"accepted": accepted, "unknown": unknown, "sending": sending, "prepared": prepared}
+
+
+async def claimed_by(store: LedgerStore, dispatcher_id: str, **recorded: int) -> tuple[str, Head]:
+    """A send claimed by one dispatcher, its claim recording `recorded` (e.g. the grace)."""
+    pid, head = await prepared_send(store)
+    outcome = await store.claim(
+        pid,
+        owner=OWNER,
+        confirmed_digest=DIGEST,
+        head=head,
+        claimed=msgspec.structs.replace(claimed(dispatcher_id=dispatcher_id), **recorded),
+        actor=f"dispatcher:{dispatcher_id}",
+        eid=new_id(),
+    )
+    assert "claimed" == outcome.result and outcome.head is not None
+    return pid, outcome.head
+
+
+async def claim_ms(store: LedgerStore, pid: str) -> int:
+    """The server time the send's claim (seq 2) was stored at."""
+    _, entries = await store.read(pid)
+    return entries[1].srv_ms
+
+
+def second_after(ms: int) -> str:
+    """The first whole UTC second after `ms`, as the CLI gives a decidable time."""
+    return datetime.fromtimestamp(ms // 1000 + 1, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 async def rewrite(client: aioredis.Redis, key: str, seq: int, old: bytes, new: bytes) -> None:
@@ -198,7 +230,7 @@ class TestShowAndList:
         pids = await some_sends(store)
         await client.xdel(store.keys.stream(pids["unknown"]), "0-5")
         sending = as_json(cli(services, namespace, "list", "--status", "sending", "--json"))
-        flagged = {item["prepared_id"]: item["investigate"] for item in sending}
+        flagged = {item["prepared_id"]: item["investigate"] for item in sending["sends"]}
         assert "integrity findings" == flagged[pids["unknown"]]
 
     async def test_list_gives_the_incident_queue_by_status(
@@ -209,9 +241,92 @@ class TestShowAndList:
         sending = as_json(
             cli(services, namespace, "list", "--status", "sending", "--since", "1h", "--json")
         )
-        assert [pids["unknown"]] == [item["prepared_id"] for item in unknown]
-        assert "outcome unknown: may have been sent" == unknown[0]["investigate"]
-        assert [pids["sending"]] == [item["prepared_id"] for item in sending]
+        assert [pids["unknown"]] == [item["prepared_id"] for item in unknown["sends"]]
+        assert "outcome unknown: may have been sent" == unknown["sends"][0]["investigate"]
+        assert [pids["sending"]] == [item["prepared_id"] for item in sending["sends"]]
+        assert [] == unknown["warnings"] == sending["warnings"]
+
+    async def test_list_without_a_status_gives_every_send_in_a_time_range(
+        self, services: Services, store: LedgerStore, namespace: str
+    ) -> None:
+        await prepared_send(store)
+        await asyncio.sleep(0.01)
+        since = await store.server_time_ms()
+        unknown, head = await claimed_send(store)
+        await advance(store, unknown, head, ATTEMPT, COMMIT, UNKNOWN)
+        accepted, head = await claimed_send(store)
+        await advance(store, accepted, head, ATTEMPT, COMMIT, ACCEPTED)
+        until = await store.server_time_ms()
+        await asyncio.sleep(0.01)
+        later, _ = await claimed_send(store)
+        window = ("--since", str(since), "--until", str(until))
+        ranged = as_json(cli(services, namespace, "list", *window, "--json"))
+        onward = as_json(cli(services, namespace, "list", "--since", str(since), "--json"))
+        text = cli(services, namespace, "list", *window)
+        assert [(unknown, "unknown"), (accepted, "accepted")] == [
+            (item["prepared_id"], item["status"]) for item in ranged["sends"]
+        ]
+        assert [unknown, accepted, later] == [item["prepared_id"] for item in onward["sends"]]
+        assert (0, 2, "2 send(s): accepted 1, unknown 1") == (
+            text.returncode, len(text.stdout.splitlines()), text.stderr.strip()
+        )  # fmt: skip
+
+    async def test_list_of_sending_sends_gives_stage_lease_and_decidable_time(
+        self, services: Services, store: LedgerStore, namespace: str
+    ) -> None:
+        alive = new_id()
+        queued, head = await claimed_by(store, alive)
+        await advance(store, queued, head, QUEUED)
+        await store.refresh_lease(alive, 60_000)
+        attempting, head = await claimed_send(store)
+        await advance(store, attempting, head, ATTEMPT)
+        committed, head = await claimed_send(store)
+        await advance(store, committed, head, ATTEMPT, COMMIT)
+        due = {pid: await claim_ms(store, pid) + 900_000 for pid in (queued, attempting, committed)}
+        listed = as_json(cli(services, namespace, "list", "--status", "sending", "--json"))
+        text = cli(services, namespace, "list", "--status", "sending").stdout.splitlines()
+        where = {item["prepared_id"]: item["sending"] for item in listed["sends"]}
+        assert {
+            queued: ("claimed, no attempt marker, waiting for a connection", True),
+            attempting: ("attempt marker, no commit point", False),
+            committed: ("past the commit point", False),
+        } == {pid: (item["stage"], item["lease_alive"]) for pid, item in where.items()}
+        assert due == {pid: item["decidable_ms"] for pid, item in where.items()}
+        assert {"too_early"} == {item["recovery"] for item in where.values()}
+        assert (
+            "claimed, no attempt marker, waiting for a connection; lease alive; decidable at "
+            + second_after(due[queued])
+        ) in text[0]
+        assert (
+            "attempt marker, no commit point; lease gone; decidable at "
+            + second_after(due[attempting])
+        ) in text[1]
+        assert f"3 sending: too_early 3 (first decidable at {second_after(due[queued])})" == text[3]
+
+    async def test_list_judges_a_claim_by_the_longer_grace_it_recorded(
+        self, services: Services, store: LedgerStore, namespace: str
+    ) -> None:
+        pid, _ = await claimed_by(store, new_id(), recovery_grace_ms=1_800_000)
+        listed = as_json(cli(services, namespace, "list", "--status", "sending", "--json"))
+        (item,) = listed["sends"]
+        assert (1_800_000, await claim_ms(store, pid) + 1_800_000) == (
+            item["sending"]["grace_ms"], item["sending"]["decidable_ms"]
+        )  # fmt: skip
+
+    async def test_list_warns_about_an_indexed_send_whose_stream_is_gone(
+        self, services: Services, store: LedgerStore, namespace: str, client: aioredis.Redis
+    ) -> None:
+        pids = await some_sends(store)
+        await client.delete(store.keys.stream(pids["unknown"]))
+        done = cli(services, namespace, "list", "--json")
+        listed = as_json(done)
+        warning = (
+            f"{pids['unknown']} is in the index but its stream is gone (deleted?): run angelos "
+            "ledger verify"
+        )
+        assert 0 == done.returncode and [warning] == listed["warnings"]
+        assert pids["unknown"] not in {item["prepared_id"] for item in listed["sends"]}
+        assert f"angelos ledger: warning: {warning}" in done.stderr
 
 
 class TestExportReplay:
@@ -315,3 +430,99 @@ class TestRecoverCommand:
         assert dry["dry_run"] is True and 900_000 == real["grace_ms"]
         now, entries = await store.read(pid)
         assert "sending" == project(entries, OWNER, now).status
+
+    async def test_recover_dry_run_says_what_is_open_and_from_when_it_is_decidable(
+        self, services: Services, store: LedgerStore, namespace: str
+    ) -> None:
+        first, _ = await claimed_send(store)
+        await asyncio.sleep(0.01)
+        second, head = await claimed_send(store)
+        await advance(store, second, head, ATTEMPT)
+        due = [await claim_ms(store, pid) + 900_000 for pid in (first, second)]
+        done = cli(services, namespace, "recover", "--dry-run")
+        report = as_json(cli(services, namespace, "recover", "--dry-run", "--json"))
+        summary, *lines = done.stdout.splitlines()
+        assert (
+            "dry run: nothing written (grace 900 s): too_early 2, first decidable at "
+            + second_after(due[0])
+        ) == summary
+        assert sorted(
+            [
+                f"  {first} dispatch too_early, decidable at {second_after(due[0])}",
+                f"  {second} dispatch too_early, decidable at {second_after(due[1])}",
+            ]
+        ) == sorted(lines)
+        assert due[0] == report["first_decidable_ms"]
+        assert sorted(due) == sorted(d["decidable_ms"] for d in report["decisions"])
+
+
+class TestResolveCommand:
+    async def test_resolving_an_unknown_send_puts_it_on_the_record(
+        self, services: Services, store: LedgerStore, namespace: str
+    ) -> None:
+        pids = await some_sends(store)
+        pid = pids["unknown"]
+        done = cli(
+            services, namespace, "resolve", pid, "--outcome", "arrived",
+            "--note", "recipient confirmed by phone, ticket 4711", "--by", "oncall",
+        )  # fmt: skip
+        listed = cli(services, namespace, "list", "--status", "unknown").stdout
+        report = as_json(cli(services, namespace, "verify", "--json"))
+        now, entries = await store.read(pid)
+        assert (0, f"{pid}: resolved as arrived by operator:oncall (seq 6)") == (
+            done.returncode, done.stdout.strip()
+        )  # fmt: skip
+        assert listed.rstrip().endswith("resolved: arrived")
+        assert pid not in {item["prepared_id"] for item in report["investigate"]}
+        assert [(pid, "arrived")] == [
+            (item["prepared_id"], item["resolution"]) for item in report["resolved"]
+        ]
+        assert ("unknown", "arrived") == (
+            project(entries, OWNER, now).status, project(entries, OWNER, now).resolution
+        )  # fmt: skip
+
+    async def test_resolve_refuses_an_open_send_and_writes_nothing(
+        self, services: Services, store: LedgerStore, namespace: str
+    ) -> None:
+        pid, head = await claimed_send(store)
+        await advance(store, pid, head, ATTEMPT)
+        done = cli(services, namespace, "resolve", pid, "--outcome", "arrived", "--note", "seen")
+        _, entries = await store.read(pid)
+        assert (1, 3) == (done.returncode, len(entries))
+        assert "still open (ATTEMPTING)" in done.stderr and "Nothing recorded" in done.stderr
+
+    @pytest.mark.parametrize("note", ['he said "yes"', "x" * 501])
+    async def test_resolve_refuses_a_bad_note_before_any_store_access(
+        self, services: Services, namespace: str, note: str
+    ) -> None:
+        closed = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+        done = cli(
+            services, namespace, "resolve", new_id(), "--outcome", "unknown", "--note", note,
+            ANGELOS_REDIS_URL=closed,
+        )  # fmt: skip
+        assert (2, "") == (done.returncode, done.stdout)
+        assert "--note takes at most 500 printable ASCII characters" in done.stderr
+
+    async def test_resolve_records_the_send_that_replaced_it(
+        self, services: Services, store: LedgerStore, namespace: str
+    ) -> None:
+        pid, head = await claimed_send(store)
+        await advance(store, pid, head, ATTEMPT, COMMIT, UNKNOWN)
+        successor, _ = await prepared_send(store)
+        done = cli(
+            services, namespace, "resolve", pid, "--outcome", "not-arrived", "--note",
+            "recipient has nothing; owner prepared it again", "--reprepared-as", successor,
+            "--json",
+        )  # fmt: skip
+        _, entries = await store.read(pid)
+        last = decode_event(entries[-1].e)
+        assert (0, successor) == (done.returncode, as_json(done)["resolution"]["reprepared_as"])
+        assert (
+            last.actor.startswith("operator:")
+            and OperatorResolution(
+                outcome="not_arrived",
+                note="recipient has nothing; owner prepared it again",
+                reprepared_as=successor,
+            )
+            == last.data
+        )
