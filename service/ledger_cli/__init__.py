@@ -38,6 +38,9 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="ledger_command", required=True)
     verify_parser = sub.add_parser("verify", help="verify every stream, the index and the rules")
     verify_parser.add_argument("--skew-ms", type=int, default=DEFAULT_SKEW_MS)
+    verify_parser.add_argument(
+        "--html", type=Path, metavar="OUT", help="also write the report as one static HTML page"
+    )
     show_parser = sub.add_parser("show", help="the timeline of one send and what it proves")
     show_parser.add_argument("prepared_id")
     show_parser.add_argument("--report", type=Path, metavar="FILE.md", help="write a ticket page")
@@ -54,6 +57,9 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
     replay_parser.add_argument("file", type=Path)
     replay_parser.add_argument("--as-of", help="project as of this time (default: now)")
     replay_parser.add_argument("--skew-ms", type=int, default=DEFAULT_SKEW_MS)
+    replay_parser.add_argument(
+        "--html", type=Path, metavar="OUT", help="also write the report as one static HTML page"
+    )
     recover_parser = sub.add_parser("recover", help="run one recovery pass (never resends)")
     recover_parser.add_argument("--dry-run", action="store_true", help="decide, but write nothing")
     sub.add_parser(
