@@ -116,6 +116,7 @@ class Matrix(NamedTuple):
     recover: Any
     verify: dict[str, Any]
     elapsed_s: float
+    shown: dict[str, Any]  # `angelos ledger show --json` of every killed row, after recovery
 
 
 async def _claim_srv_ms(store: LedgerStore, pid: str) -> int:
@@ -222,9 +223,23 @@ async def _run(services: Services, logs: Path) -> Matrix:
             "exit": await asyncio.to_thread(ledger_json, env_k, "verify"),
             "stop": await asyncio.to_thread(ledger_json, env_p, "verify"),
         }
+        shown = dict(
+            zip(
+                (row.name for row in ROWS if row.mode == "exit"),
+                await asyncio.gather(
+                    *(
+                        asyncio.to_thread(ledger_json, env_k, "show", rows[row.name].pid)
+                        for row in ROWS
+                        if row.mode == "exit"
+                    )
+                ),
+                strict=True,
+            )
+        )
         for task in [*calls, *(task for _, task in holders.values())]:
             task.cancel()
-        return Matrix(rows, dry_run, queue, recover, verify, time.monotonic() - started)
+        elapsed = time.monotonic() - started
+        return Matrix(rows, dry_run, queue, recover, verify, elapsed, shown)
     finally:
         for server in [*servers, *([survivor_k] if survivor_k else [])]:
             server.stop()
@@ -316,6 +331,9 @@ def _row(matrix: Matrix, row: Row) -> Outcome:
     return outcome
 
 
+KILLED = [row for row in ROWS if row.mode == "exit"]
+
+
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
 class TestEveryLedgerStep:
     def test_the_projected_status_is_the_conservative_one(self, matrix: Matrix, row: Row) -> None:
@@ -393,11 +411,23 @@ class TestDispatchesThatDiedWaitingForAConnection:
 
 
 class TestAroundRecovery:
+    @pytest.mark.parametrize("row", KILLED, ids=[r.name for r in KILLED])
+    def test_show_concludes_what_the_last_durable_step_proves(
+        self, matrix: Matrix, row: Row
+    ) -> None:
+        said = matrix.shown[row.name]["conclusion"]
+        if row.status == "rejected":
+            assert "provably" in said and "may have" not in said, said
+        else:
+            assert "may have been" in said or "accepted" in said, said
+            assert "provably" not in said, said
+        assert "resend" not in said.replace("never resend", ""), said
+
     def test_recovery_inside_the_grace_touches_nothing(self, matrix: Matrix) -> None:
         assert [] == [d for d in matrix.dry_run["decisions"] if d["action"] != "too_early"]
 
     def test_the_incident_queue_lists_the_abandoned_claims(self, matrix: Matrix) -> None:
-        listed = {item["prepared_id"] for item in matrix.queue}
+        listed = {item["prepared_id"] for item in matrix.queue["sends"]}
         # A dispatch killed during Sent filing is already `accepted`: not in the sending queue.
         abandoned = {
             o.pid for r, o in ((r, matrix.rows[r.name]) for r in ROWS)
