@@ -9,7 +9,6 @@ import json
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -37,6 +36,7 @@ from support.ledger import (
     claimed,
     prepared,
 )
+from support.ledger_cli import Fields, as_json, rewrite_entry, run_ledger
 from support.ledger_redis import DISPATCHER, advance, make_store, prepared_send
 from support.services import Services
 
@@ -60,24 +60,8 @@ async def namespace(client: aioredis.Redis) -> AsyncIterator[str]:
         await client.delete(*keys)
 
 
-def cli(
-    services: Services, namespace: str, *args: str, **env: str
-) -> subprocess.CompletedProcess[str]:
-    settings = {**services.product_env, "SEND_LEDGER_NAMESPACE": namespace, **env}
-    return subprocess.run(
-        angelos_command("ledger", *args),
-        env=clean_env(settings),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def report(done: subprocess.CompletedProcess[str]) -> Any:
-    assert done.stdout, done.stderr
-    return json.loads(done.stdout)
+cli = run_ledger
+report = as_json
 
 
 def kinds(done: subprocess.CompletedProcess[str]) -> list[str]:
@@ -151,13 +135,11 @@ class TestInRedis:
     ) -> None:
         store = make_store(client, namespace)
         pids = await three_sends(store)
-        key = store.keys.stream(pids["accepted"])
-        items = await client.xrange(key)
-        await client.delete(key)
-        for entry_id, fields in items:
-            if entry_id == b"0-3":
-                fields[b"e"] = fields[b"e"].replace(b"tls", b"tlx", 1)
-            await client.xadd(key, fields, id=entry_id)
+
+        def edit(fields: Fields) -> None:
+            fields[b"e"] = fields[b"e"].replace(b"tls", b"tlx", 1)
+
+        await rewrite_entry(client, store.keys.stream(pids["accepted"]), 3, edit)
         done = cli(services, namespace, "verify", "--json")
         assert 1 == done.returncode and "hash_mismatch" in kinds(done)
 
@@ -166,19 +148,17 @@ class TestInRedis:
     ) -> None:
         store = make_store(client, namespace)
         pids = await three_sends(store)
-        key = store.keys.stream(pids["unknown"])
-        items = await client.xrange(key)
-        await client.delete(key)
-        for entry_id, fields in items:
-            if entry_id == b"0-5":
-                old, new = UNKNOWN_AS_ACCEPTED
-                event = fields[b"e"].replace(
-                    b'"type":"smtp_outcome_unknown"', b'"type":"smtp_accepted"'
-                )
-                fields[b"e"] = event.replace(old, new)
-                fields[b"t"] = b"smtp_accepted"
-                fields[b"h"] = event_hash(fields[b"e"]).encode()
-            await client.xadd(key, fields, id=entry_id)
+
+        def rewrite(fields: Fields) -> None:
+            old, new = UNKNOWN_AS_ACCEPTED
+            event = fields[b"e"].replace(
+                b'"type":"smtp_outcome_unknown"', b'"type":"smtp_accepted"'
+            )
+            fields[b"e"] = event.replace(old, new)
+            fields[b"t"] = b"smtp_accepted"
+            fields[b"h"] = event_hash(fields[b"e"]).encode()
+
+        await rewrite_entry(client, store.keys.stream(pids["unknown"]), 5, rewrite)
         done = cli(services, namespace, "verify", "--json")
         assert 1 == done.returncode
         assert [pids["unknown"], 5, "index_mismatch"] in [
