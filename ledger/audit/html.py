@@ -17,7 +17,7 @@ from typing import Final, TypeVar
 
 from ledger.audit.checks import Finding, SendSteps, Step
 from ledger.audit.manifest import Manifest
-from ledger.audit.report import AuditReport, Checked, OpenItem, checked_lines
+from ledger.audit.report import AuditReport, Checked, OpenItem, checked_lines, duration
 from ledger.audit.show import iso_ms
 
 T = TypeVar("T")
@@ -204,14 +204,6 @@ def _checked(checked: Checked) -> str:
         '<section id="checked" class="card"><h2>What was checked</h2>'
         f"<dl>{''.join(rows)}</dl></section>"
     )
-
-
-def duration(ms: int) -> str:
-    """Say a span of milliseconds in its largest whole unit, e.g. 900000 -> '900000 ms (15 min)'."""
-    for unit_ms, unit in ((86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1000, "s")):
-        if ms and ms % unit_ms == 0:
-            return f"{ms} ms ({ms // unit_ms} {unit})"
-    return f"{ms} ms"
 
 
 def when(ms: int) -> str:

@@ -158,7 +158,7 @@ def checked_lines(checked: Checked) -> list[str]:
         "and a cut tail cannot be seen)",
     }[checked.completeness]
     rules = [
-        f"{_RULE_NAMES[rule.name]} {_duration(rule.value_ms)} (from the {rule.source})"
+        f"{_RULE_NAMES[rule.name]} {duration(rule.value_ms)} (from the {rule.source})"
         for rule in checked.rules
     ]
     recorded = sum(rule.recorded_sends for rule in checked.rules)
@@ -194,7 +194,8 @@ _RULE_NAMES: Final = {
 }
 
 
-def _duration(ms: int) -> str:
+def duration(ms: int) -> str:
+    """Render a rule's milliseconds in the unit a person reads: days, seconds or ms."""
     if ms % 86_400_000 == 0:
         return f"{ms // 86_400_000} d"
     if ms % 1000 == 0:

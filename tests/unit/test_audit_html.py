@@ -158,7 +158,7 @@ class TestVerdict:
         )  # fmt: skip
         shown = section(render_html(report_of(["accepted"], manifest)), "manifest")
         assert "<dt>exported</dt><dd>2027-01-15T08:00:00.000Z</dd>" in shown
-        assert "<dd>key ID k1d</dd>" in shown and "<dd>900000 ms (15 min)</dd>" in shown
+        assert "<dd>key ID k1d</dd>" in shown and "<dd>900 s</dd>" in shown
 
 
 class TestTimelines:
