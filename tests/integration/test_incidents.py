@@ -3,9 +3,11 @@
 Real `angelos serve --transport http` processes send through the run's SMTP sink, which drops
 the connection after storing a message or refuses a recipient when told to by the recipient's
 local part; a fault-point server kills itself right after its claim; a one-second preparation
-lifetime makes a confirm arrive too late, before and after the sweeper. Only the "past the
-recovery grace" cases (the grace is at least 68 s even in a test build) are written straight to
-the ledger, through the store's own scripts.
+lifetime makes a confirm arrive too late, before and after the sweeper; a scripted SMTP server
+holds its reply to the end of the data past a one-second tool deadline; a private Redis is
+killed between the end of the data and the sink's 250. Only the "past the recovery grace"
+cases (the grace is at least 68 s even in a test build) are written straight to the ledger,
+through the store's own scripts.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import re
 import time
 import uuid
@@ -23,6 +26,7 @@ from typing import Any
 import pytest
 from faults.harness import (
     GRACE_MS,
+    PrivateRedis,
     Server,
     call,
     confirm,
@@ -40,9 +44,11 @@ from ledger.lifecycle import Lifecycle
 from ledger.store.connection import connect
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from schemas.ledger_events import Claimed
+from schemas.send import PENDING_WARNING, PERSISTENCE_WARNING
 from support.ledger import DIGEST, DISPATCHER, T0
 from support.ledger_redis import claimed_send, make_store
 from support.services import Services
+from support.smtp_servers import ScriptedServer, server_tls
 from support.smtp_sink import Transaction, transactions, wait_for_transactions
 
 pytestmark = pytest.mark.services
@@ -605,3 +611,266 @@ class TestAConfirmOfAnExpiredPreparation:
             else "never claimed: nothing was sent by this service"
         )
         assert [] == transactions(rcpt=late[order].rcpt)
+
+
+async def settled(url: str, pid: str, within: float = 30) -> dict[str, Any]:
+    """Poll send_status until the send leaves `sending` (or fail when the time is up)."""
+    deadline = time.monotonic() + within
+    while (answer := await status(url, pid))["status"] == "sending":
+        assert time.monotonic() < deadline, f"{pid} never left sending"
+        await asyncio.sleep(0.1)
+    return answer
+
+
+# ------------------------------------------------- a confirm answered past the tool deadline
+
+
+class HeldReply(ScriptedServer):
+    """An SMTP server that holds its reply to the end of the data until the test releases it
+    (a reply merely slower than the tool deadline would race the test's look at the open send)."""
+
+    def __init__(self, services: Services) -> None:
+        super().__init__(server_tls(services))
+        self.holding = asyncio.Event()  # the end-of-data marker has arrived
+        self.release = asyncio.Event()
+
+    async def _say(self, writer: asyncio.StreamWriter, key: str) -> bool:
+        if key == "final":
+            self.holding.set()
+            await self.release.wait()
+        return await super()._say(writer, key)
+
+
+# A one-second tool deadline; a reply held for as long as the test looks (at most 60 s) still
+# comes before the termination timeout. Lease 3 s, refreshed every second, so a busy machine
+# does not let it lapse while the test looks at it. Grace 160 s > 90 + 3 + 60.
+PENDING_TIMINGS = {
+    "SEND_TOOL_DEADLINE_S": "1",
+    "SMTP_DATA_TERMINATION_TIMEOUT_S": "60",
+    "SEND_DISPATCH_DEADLINE_S": "90",
+    "SEND_DISPATCHER_LEASE_MS": "3000",
+    "SEND_DISPATCHER_LEASE_REFRESH_MS": "1000",
+    "SEND_RECOVERY_GRACE_S": "160",
+}
+
+
+class Pending:
+    """A confirm answered `sending`, `show` while the server held its reply, and after it."""
+
+    answer: dict[str, Any]
+    held: Sent  # `show` while the end-of-data reply was held
+    held_status: dict[str, Any]
+    done: Sent  # `show` once the send finished in the background
+    done_status: dict[str, Any]
+    replay: dict[str, Any]
+    before_replay: list[str]  # every command the SMTP server received before the replay
+    verbs: list[str]  # and after it
+    terminators: int
+
+
+@pytest.fixture(scope="module")
+def pending(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Pending:
+    seen = Pending()
+    log_dir = tmp_path_factory.mktemp("incidents-pending")
+
+    async def scenario() -> None:
+        smtp = HeldReply(services)
+        async with smtp:
+            env = server_env(services, f"ip-{TAG}", SMTP_PORT=str(smtp.port), **PENDING_TIMINGS)
+            [server] = await asyncio.to_thread(start_servers, [env], log_dir)
+            try:
+                preview = await prepare(server.url, f"held@p{TAG}.example.test")
+                pid = preview["prepared_id"]
+                seen.answer = await confirm(server.url, preview)
+                await asyncio.wait_for(smtp.holding.wait(), 30)
+                seen.held = await asyncio.to_thread(Sent, preview, seen.answer, env)
+                seen.held_status = await status(server.url, pid)
+                smtp.release.set()
+                seen.done_status = await settled(server.url, pid)
+                seen.done = await asyncio.to_thread(Sent, preview, seen.answer, env)
+                seen.before_replay = list(smtp.verbs)
+                seen.replay = await confirm(server.url, preview)
+                seen.verbs, seen.terminators = list(smtp.verbs), smtp.terminators
+            finally:
+                smtp.release.set()
+                await asyncio.to_thread(server.stop)
+
+    asyncio.run(scenario())
+    return seen
+
+
+class TestAConfirmAnsweredPastTheToolDeadline:
+    def test_the_confirm_answers_sending_with_the_pending_warning(self, pending: Pending) -> None:
+        assert ("sending", [PENDING_WARNING]) == (
+            pending.answer["status"], pending.answer["warnings"]
+        )  # fmt: skip
+        assert pending.held.message_id == pending.answer["message_id"]
+
+    def test_while_the_reply_is_held_show_concludes_no_outcome_yet(self, pending: Pending) -> None:
+        held = pending.held
+        assert ("sending", "sending") == (held.view["status"], pending.held_status["status"])
+        assert conclusion_of(held.text) == (
+            "commit point present, no outcome yet: the message may have been submitted"
+        )
+        facts = evidence_of(held.text)
+        assert "outcome" not in facts and facts["may have left at"].startswith(
+            held.event("smtp_commit_point")["server_time"]
+        )
+
+    def test_while_the_reply_is_held_the_lease_of_the_claiming_process_is_alive(
+        self, pending: Pending
+    ) -> None:
+        held = pending.held
+        claim = held.event("claimed")
+        lease = held.evidence["lease"]
+        decidable_ms = claim["srv_ms"] + 160_000
+        assert (True, decidable_ms, claim["data"]["dispatcher_id"]) == (
+            lease["alive"], lease["decidable_ms"], lease["dispatcher_id"]
+        )  # fmt: skip
+        said = re.fullmatch(
+            r"alive \(expires in (\d+\.\d) s unless refreshed\): the claiming process is "
+            rf"running; if it stops, recovery can decide at {re.escape(iso_ms(decidable_ms))}",
+            lease_line(held.text),
+        )
+        assert said is not None and 0 < float(said[1]) <= 3, lease_line(held.text)
+
+    def test_once_it_finished_show_concludes_accepted_with_the_reply_code(
+        self, pending: Pending
+    ) -> None:
+        done = pending.done
+        assert ("accepted", "the provider accepted the message (acceptance is not delivery)") == (
+            done.view["status"], conclusion_of(done.text)
+        )  # fmt: skip
+        facts = evidence_of(done.text)
+        assert "accepted: reply 250 2.0.0" == facts["outcome"]
+        assert (250, "2.0.0", None) == (
+            done.evidence["reply_code"], done.evidence["enhanced_status"], done.evidence["lease"]
+        )  # fmt: skip
+        assert "lease" not in facts
+        assert 250 == done.event("smtp_accepted")["data"]["reply_code"]
+
+    def test_send_status_agrees_with_show(self, pending: Pending) -> None:
+        assert pending.done_status["status"] == pending.done.view["status"] == "accepted"
+
+    def test_the_smtp_server_saw_exactly_one_data_transaction(self, pending: Pending) -> None:
+        assert (1, 1) == (pending.verbs.count("DATA"), pending.terminators), pending.verbs
+
+    def test_a_second_confirm_replays_and_sends_nothing(self, pending: Pending) -> None:
+        assert (False, "accepted") == (pending.replay["resent"], pending.replay["status"])
+        assert pending.before_replay == pending.verbs
+
+
+# ------------------------------------------- an acceptance the ledger store could not record
+
+
+# The sink holds its 250 back 2 s: time to kill the store after the end of the data. The outcome
+# waits 1 s for the store (the smallest persist window) before the answer goes out without it.
+# Grace 70 s > 8 + 1 + 60.
+UNRECORDED_TIMINGS = {
+    "SEND_OUTCOME_PERSIST_WINDOW_S": "1",
+    "SMTP_DATA_TERMINATION_TIMEOUT_S": "5",
+    "SEND_DISPATCH_DEADLINE_S": "8",
+    "SEND_RECOVERY_GRACE_S": "70",
+}
+
+
+class Unrecorded:
+    """A confirm answered `accepted` while the store was down, and `show` once it was back."""
+
+    rcpt: str
+    answer: dict[str, Any]
+    log: list[dict[str, Any]]  # the server's structlog lines (stderr), once the store was back
+    back_ms: int  # when the store was started again
+    shown: Sent
+    final: dict[str, Any]
+    replay: dict[str, Any]
+
+
+def log_lines(text: str) -> list[dict[str, Any]]:
+    """The server's stderr as the JSON objects structlog wrote, one a line."""
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def unrecorded(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Unrecorded:
+    seen = Unrecorded()
+    seen.rcpt = f"slow-2@w{TAG}.example.test"
+    directory = tmp_path_factory.mktemp("incidents-unrecorded")
+    redis = PrivateRedis(directory)
+    redis.start()
+    env = server_env(services, f"iw-{TAG}", ANGELOS_REDIS_URL=redis.url, **UNRECORDED_TIMINGS)
+
+    async def scenario(server: Server) -> None:
+        preview = await prepare(server.url, seen.rcpt)
+        pid = preview["prepared_id"]
+        sending = asyncio.create_task(confirm(server.url, preview))
+        assert await wait_for_transactions(lambda t: seen.rcpt in t.rcpt_tos, within=20)
+        await asyncio.to_thread(redis.kill)  # the sink has the final dot and holds its 250
+        seen.answer = await asyncio.wait_for(sending, 60)
+        seen.back_ms = int(time.time() * 1000)
+        await asyncio.to_thread(redis.start)
+        seen.final = await settled(server.url, pid)
+        seen.shown = await asyncio.to_thread(Sent, preview, seen.answer, env)
+        seen.replay = await confirm(server.url, preview)
+        deadline = time.monotonic() + 10  # the closer logs once its write has landed
+        while not any(line["event"] == "send_close_recorded" for line in seen.log):
+            assert time.monotonic() < deadline, server.log()[-2000:]
+            await asyncio.sleep(0.1)
+            seen.log = log_lines(server.log())
+
+    seen.log = []
+    try:
+        [server] = start_servers([env], directory)
+        try:
+            asyncio.run(scenario(server))
+        finally:
+            server.stop()
+    finally:
+        redis.stop()
+    return seen
+
+
+class TestAnAcceptanceTheStoreCouldNotRecord:
+    def test_the_confirm_answers_accepted_with_the_persistence_warning(
+        self, unrecorded: Unrecorded
+    ) -> None:
+        assert ("accepted", [PERSISTENCE_WARNING]) == (
+            unrecorded.answer["status"], unrecorded.answer["warnings"]
+        )  # fmt: skip
+
+    def test_the_log_names_the_prepared_id_and_the_outcome(self, unrecorded: Unrecorded) -> None:
+        [line] = [x for x in unrecorded.log if x["event"] == "send_outcome_not_recorded_yet"]
+        assert (unrecorded.shown.pid, "accepted", "critical") == (
+            line["pid"], line["outcome"], line["level"]
+        )  # fmt: skip
+
+    def test_the_log_carries_no_subject_body_or_address(
+        self, unrecorded: Unrecorded, services: Services
+    ) -> None:
+        for line in unrecorded.log:
+            text = json.dumps(line)
+            assert_private_words_absent(text)
+            assert unrecorded.rcpt not in text and services.mail_from not in text, text
+
+    def test_once_the_store_answers_the_kept_outcome_is_recorded_and_show_concludes_accepted(
+        self, unrecorded: Unrecorded
+    ) -> None:
+        shown = unrecorded.shown
+        assert ("accepted", "the provider accepted the message (acceptance is not delivery)") == (
+            shown.view["status"], conclusion_of(shown.text)
+        )  # fmt: skip
+        accepted = shown.event("smtp_accepted")
+        assert accepted["srv_ms"] >= unrecorded.back_ms  # written after the store came back
+        assert accepted["actor"] == shown.event("claimed")["actor"]  # by the dispatcher itself
+        assert (250, "2.0.0") == (shown.evidence["reply_code"], shown.evidence["enhanced_status"])
+        assert evidence_of(shown.text)["outcome"] == "accepted: reply 250 2.0.0"
+        [closed] = [x for x in unrecorded.log if x["event"] == "send_close_recorded"]
+        assert (shown.pid, "now") == (closed["pid"], closed["recorded"])
+
+    def test_send_status_agrees_with_show(self, unrecorded: Unrecorded) -> None:
+        assert unrecorded.final["status"] == unrecorded.shown.view["status"] == "accepted"
+
+    def test_nothing_was_sent_twice(self, unrecorded: Unrecorded) -> None:
+        assert (False, "accepted") == (unrecorded.replay["resent"], unrecorded.replay["status"])
+        [sent] = transactions(rcpt=unrecorded.rcpt)
+        assert ("slow", True) == (sent.outcome, sent.stored)
