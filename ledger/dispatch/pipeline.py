@@ -401,7 +401,16 @@ class Dispatcher:
             run, outcome, late=late_note(outcome), patience_s=self.settings.outcome_persist_window_s
         )
         if recorded == "later":
-            log.critical("send_outcome_not_recorded_yet", pid=run.pid, outcome=status)
+            # The provider's own words, so this line alone is evidence if the journal is lost.
+            log.critical(
+                "send_outcome_not_recorded_yet",
+                pid=run.pid,
+                outcome=status,
+                stage=stage_of(outcome),
+                reply_code=getattr(outcome, "reply_code", 0),
+                enhanced_status=getattr(outcome, "enhanced_status", ""),
+                cause=getattr(outcome, "cause", ""),
+            )
         if status == "accepted" and run.append_sent and recorded == "now":
             await self._file_sent(run, payload)
         if status == "unknown":

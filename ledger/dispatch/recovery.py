@@ -151,23 +151,12 @@ class Recoverer:
             await Quarantine(self.store, self.reader, self.actor, self.page).run(report, progress)
             _log(report)
             return report
-        members = await self.reader.open_members(now + 1)
-        due = [member for member in members if member.since_ms < now - self.grace_ms]
-        for chunk in pages(due, self.page):
+        # Claims still inside their grace are read too: each is reported with the time it
+        # becomes decidable (by the grace recorded at its claim, if longer).
+        for chunk in pages(await self.reader.open_members(now + 1), self.page):
             report.decisions += await self._recover(chunk, dry_run)
             if progress is not None:
                 progress(len(report.decisions))
-        # Claims still inside the grace are reported too, with when they become decidable.
-        report.decisions += [
-            Decision(
-                pid=member.pid,
-                kind=member.kind,
-                action="too_early",
-                decidable_ms=member.since_ms + self.grace_ms,
-            )
-            for member in members
-            if member.since_ms >= now - self.grace_ms
-        ]
         for pids in pages(await self.reader.due_unclaimed(now), self.page):
             report.decisions += await self._sweep(pids, dry_run)
             if progress is not None:

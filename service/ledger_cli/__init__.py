@@ -7,7 +7,8 @@ only read, except `recover`, which runs one recovery pass (the same code as the 
 background task; `--dry-run` writes nothing), `resolve`, which records a person's finding about
 a settled send, and `acknowledge-rollback`, which a person runs after the store went back in
 time (rollback.py). Text output is for people; `--json` is for machines. Exit status: 0 clean,
-1 findings, 2 usage or configuration, 3 store unreachable.
+1 findings, 2 usage or configuration, 3 store unreachable, 4 unverified (no findings, but the
+MACs could not be checked: no key, or the wrong one).
 """
 
 from __future__ import annotations

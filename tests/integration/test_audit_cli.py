@@ -448,8 +448,10 @@ class TestRecoverCommand:
         ) == summary
         assert sorted(
             [
-                f"  {first} dispatch too_early, decidable at {second_after(due[0])}",
-                f"  {second} dispatch too_early, decidable at {second_after(due[1])}",
+                f"  {first} dispatch too_early after claimed, decidable at "
+                + second_after(due[0]),
+                f"  {second} dispatch too_early after smtp_attempt_started, decidable at "
+                + second_after(due[1]),
             ]
         ) == sorted(lines)
         assert due[0] == report["first_decidable_ms"]

@@ -838,10 +838,12 @@ class TestAnAcceptanceTheStoreCouldNotRecord:
             unrecorded.answer["status"], unrecorded.answer["warnings"]
         )  # fmt: skip
 
-    def test_the_log_names_the_prepared_id_and_the_outcome(self, unrecorded: Unrecorded) -> None:
+    def test_the_log_names_the_prepared_id_and_the_providers_answer(
+        self, unrecorded: Unrecorded
+    ) -> None:
         [line] = [x for x in unrecorded.log if x["event"] == "send_outcome_not_recorded_yet"]
-        assert (unrecorded.shown.pid, "accepted", "critical") == (
-            line["pid"], line["outcome"], line["level"]
+        assert (unrecorded.shown.pid, "accepted", "critical", 250, "acknowledgement") == (
+            line["pid"], line["outcome"], line["level"], line["reply_code"], line["stage"]
         )  # fmt: skip
 
     def test_the_log_carries_no_subject_body_or_address(
