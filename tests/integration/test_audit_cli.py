@@ -4,12 +4,8 @@ list, export and replay, run as the operator would, with the servers' environmen
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -20,69 +16,26 @@ from ledger.dispatch.recovery import Recoverer
 from ledger.ids import new_id
 from ledger.projection import project
 from ledger.store.answers import Head
-from ledger.store.connection import connect
 from ledger.store.ledger_store import LedgerStore
 from schemas.ledger import decode_event
 from schemas.ledger_events import OperatorResolution
 from schemas.secret import Secret
-from support.angelos_process import ROOT, angelos_command, clean_env, free_port
+from support.angelos_process import free_port
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, DIGEST, OWNER, QUEUED, UNKNOWN, claimed
+from support.ledger_cli import (
+    as_json,
+    namespace_fixture,
+    rewrite,
+    session_redis_fixture,
+    some_sends,
+    store_fixture,
+)
+from support.ledger_cli import run_ledger as cli
 from support.ledger_redis import advance, claimed_send, make_store, prepared_send
 from support.services import Services
 
 KEY = "ab" * 32
-
-
-@pytest.fixture
-async def client(services: Services) -> AsyncIterator[aioredis.Redis]:
-    redis_client = connect(services.redis_url)
-    yield redis_client
-    await redis_client.aclose()
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"a-{new_id()[:12]}"
-
-
-@pytest.fixture
-async def store(client: aioredis.Redis, namespace: str) -> AsyncIterator[LedgerStore]:
-    yield make_store(client, namespace, retention_ms=604_800_000)
-    keys = [key async for key in client.scan_iter(match=f"{namespace}:*")]
-    if keys:
-        await client.delete(*keys)
-
-
-def cli(
-    services: Services, namespace: str, *args: str, **env: str
-) -> subprocess.CompletedProcess[str]:
-    settings = {**services.product_env, "SEND_LEDGER_NAMESPACE": namespace, **env}
-    return subprocess.run(
-        angelos_command("ledger", *args),
-        env=clean_env(settings),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def as_json(done: subprocess.CompletedProcess[str]) -> Any:
-    assert done.stdout, done.stderr
-    return json.loads(done.stdout)
-
-
-async def some_sends(store: LedgerStore) -> dict[str, str]:
-    """One send in each of a few states, all written through the real scripts."""
-    accepted, head = await claimed_send(store)
-    await advance(store, accepted, head, ATTEMPT, COMMIT, ACCEPTED)
-    unknown, head = await claimed_send(store)
-    await advance(store, unknown, head, ATTEMPT, COMMIT, UNKNOWN)
-    sending, head = await claimed_send(store)
-    await advance(store, sending, head, ATTEMPT)
-    prepared, _ = await prepared_send(store)
-    return {"accepted": accepted, "unknown": unknown, "sending": sending, "prepared": prepared}
+__all__ = ["namespace_fixture", "session_redis_fixture", "store_fixture"]
 
 
 async def claimed_by(store: LedgerStore, dispatcher_id: str, **recorded: int) -> tuple[str, Head]:
@@ -110,17 +63,6 @@ async def claim_ms(store: LedgerStore, pid: str) -> int:
 def second_after(ms: int) -> str:
     """The first whole UTC second after `ms`, as the CLI gives a decidable time."""
     return datetime.fromtimestamp(ms // 1000 + 1, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def rewrite(client: aioredis.Redis, key: str, seq: int, old: bytes, new: bytes) -> None:
-    """Change bytes inside one stored event (streams are append-only, so rebuild the key)."""
-    items = await client.xrange(key)
-    await client.delete(key)
-    for entry_id, fields in items:
-        if entry_id == f"0-{seq}".encode():
-            assert old in fields[b"e"]
-            fields[b"e"] = fields[b"e"].replace(old, new, 1)
-        await client.xadd(key, fields, id=entry_id)
 
 
 class TestVerify:
@@ -448,8 +390,7 @@ class TestRecoverCommand:
         ) == summary
         assert sorted(
             [
-                f"  {first} dispatch too_early after claimed, decidable at "
-                + second_after(due[0]),
+                f"  {first} dispatch too_early after claimed, decidable at " + second_after(due[0]),
                 f"  {second} dispatch too_early after smtp_attempt_started, decidable at "
                 + second_after(due[1]),
             ]

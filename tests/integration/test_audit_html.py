@@ -7,15 +7,11 @@ import asyncio
 import os
 import re
 import struct
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from integration.test_audit_cli import as_json, cli, rewrite, some_sends
 
-from ledger.ids import new_id
-from ledger.store.connection import connect
 from ledger.store.ledger_store import LedgerStore
 from support.browser import browser
 from support.ledger import (
@@ -27,32 +23,22 @@ from support.ledger import (
     REJECTED_ACK,
     UNKNOWN,
 )
-from support.ledger_redis import advance, claimed_send, make_store, now_ms, prepared_send
+from support.ledger_cli import (
+    as_json,
+    namespace_fixture,
+    rewrite,
+    session_redis_fixture,
+    some_sends,
+    store_fixture,
+)
+from support.ledger_cli import run_ledger as cli
+from support.ledger_redis import advance, claimed_send, now_ms, prepared_send
 from support.services import Services
 
 pytestmark = pytest.mark.services
 
+__all__ = ["namespace_fixture", "session_redis_fixture", "store_fixture"]
 VERDICT = "document.getElementById('verdict').textContent"
-
-
-@pytest.fixture
-async def client(services: Services) -> AsyncIterator[aioredis.Redis]:
-    redis_client = connect(services.redis_url)
-    yield redis_client
-    await redis_client.aclose()
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"h-{new_id()[:12]}"
-
-
-@pytest.fixture
-async def store(client: aioredis.Redis, namespace: str) -> AsyncIterator[LedgerStore]:
-    yield make_store(client, namespace, retention_ms=604_800_000)
-    keys = [key async for key in client.scan_iter(match=f"{namespace}:*")]
-    if keys:
-        await client.delete(*keys)
 
 
 async def every_status(store: LedgerStore, client: aioredis.Redis) -> dict[str, str]:

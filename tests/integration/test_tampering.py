@@ -7,18 +7,15 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgspec
-import pytest
 import redis.asyncio as aioredis
 
 from ledger.audit.manifest import Binder, ExportRules, Manifest, Trailer
 from ledger.chain import event_hash, event_mac, mac_key
 from ledger.ids import new_id
 from ledger.store.answers import Head
-from ledger.store.connection import connect
 from ledger.store.ledger_store import LedgerStore, head_of
 from schemas.ledger import LedgerEntry
 from schemas.ledger_events import Claimed, RecoveryClassified
@@ -36,28 +33,20 @@ from support.ledger import (
     claimed,
     prepared,
 )
-from support.ledger_cli import Fields, as_json, rewrite_entry, run_ledger
+from support.ledger_cli import (
+    Fields,
+    as_json,
+    namespace_fixture,
+    rewrite_entry,
+    run_ledger,
+    session_redis_fixture,
+)
 from support.ledger_redis import DISPATCHER, advance, make_store, prepared_send
 from support.services import Services
 
 KEY = "ab" * 32
 OTHER_KEY = "cd" * 32
-
-
-@pytest.fixture
-async def client(services: Services) -> AsyncIterator[aioredis.Redis]:
-    redis_client = connect(services.redis_url)
-    yield redis_client
-    await redis_client.aclose()
-
-
-@pytest.fixture
-async def namespace(client: aioredis.Redis) -> AsyncIterator[str]:
-    name = f"tamper-{new_id()[:12]}"
-    yield name
-    keys = [key async for key in client.scan_iter(match=f"{name}:*")]
-    if keys:
-        await client.delete(*keys)
+__all__ = ["namespace_fixture", "session_redis_fixture"]
 
 
 cli = run_ledger
