@@ -112,6 +112,19 @@ def rehashed(line: bytes, old: bytes, new: bytes, key: str | None = None) -> byt
     return json.dumps(raw, separators=(",", ":")).encode()
 
 
+async def sealed_export_with_a_forged_acceptance(
+    services: Services, client: aioredis.Redis, namespace: str, tmp_path: Path
+) -> tuple[dict[str, str], list[bytes]]:
+    """Export a sealed ledger, then turn its unknown send's last event into an acceptance
+    and recompute that entry's hash (the trailer left as exported)."""
+    pids = await three_sends(make_store(client, namespace, hmac_key=Secret(KEY)))
+    lines = export(services, namespace, tmp_path / "all.jsonl", ANGELOS_LEDGER_HMAC_KEY=KEY)
+    at = line_of(lines, pids["unknown"], 5)
+    line = lines[at].replace(b"smtp_outcome_unknown", b"smtp_accepted")
+    lines[at] = rehashed(line, *UNKNOWN_AS_ACCEPTED)
+    return pids, lines
+
+
 UNKNOWN_AS_ACCEPTED = (
     b'"data":{"cause":"connection_lost","stage":"acknowledgement"}',
     b'"data":{"enhanced_status":"2.0.0","reply_code":250,"stage":"acknowledgement"}',
@@ -254,11 +267,9 @@ class TestInExports:
     async def test_a_rewritten_last_event_is_caught_by_the_key_and_unverified_without_it(
         self, services: Services, client: aioredis.Redis, namespace: str, tmp_path: Path
     ) -> None:
-        pids = await three_sends(make_store(client, namespace, hmac_key=Secret(KEY)))
-        lines = export(services, namespace, tmp_path / "all.jsonl", ANGELOS_LEDGER_HMAC_KEY=KEY)
-        at = line_of(lines, pids["unknown"], 5)
-        line = lines[at].replace(b"smtp_outcome_unknown", b"smtp_accepted")
-        lines[at] = rehashed(line, *UNKNOWN_AS_ACCEPTED)
+        pids, lines = await sealed_export_with_a_forged_acceptance(
+            services, client, namespace, tmp_path
+        )
         forged = write(tmp_path / "forged.jsonl", lines)
         keyless = cli(services, namespace, "replay", str(forged), "--json")
         keyless_text = cli(services, namespace, "replay", str(forged))
@@ -277,11 +288,9 @@ class TestInExports:
     async def test_a_rehashed_export_with_a_recomputed_trailer_is_unverified_without_the_key(
         self, services: Services, client: aioredis.Redis, namespace: str, tmp_path: Path
     ) -> None:
-        pids = await three_sends(make_store(client, namespace, hmac_key=Secret(KEY)))
-        lines = export(services, namespace, tmp_path / "all.jsonl", ANGELOS_LEDGER_HMAC_KEY=KEY)
-        at = line_of(lines, pids["unknown"], 5)
-        line = lines[at].replace(b"smtp_outcome_unknown", b"smtp_accepted")
-        lines[at] = rehashed(line, *UNKNOWN_AS_ACCEPTED)
+        _, lines = await sealed_export_with_a_forged_acceptance(
+            services, client, namespace, tmp_path
+        )
         lines[-1] = recomputed_trailer(lines)
         forged = write(tmp_path / "forged.jsonl", lines)
         keyless = cli(services, namespace, "replay", str(forged))
