@@ -13,7 +13,7 @@ from typing import Final
 import msgspec
 from msgspec import Struct, UnsetType, field
 
-from ledger.audit.checks import AuditRules, Finding, LedgerAudit, audit_stream, group_index
+from ledger.audit.checks import AuditRules, Finding, audit_stream, group_index
 from ledger.audit.manifest import (
     Binder,
     Manifest,
@@ -23,6 +23,7 @@ from ledger.audit.manifest import (
     marker,
     trailer_mac,
 )
+from ledger.audit.summary import LedgerAudit
 from ledger.audit.verify import batches, items_are_pid
 from ledger.chain import event_mac, mac_key_id
 from ledger.projection import entries_as_of

@@ -15,10 +15,11 @@ from collections.abc import Iterable
 from html import escape
 from typing import Final, TypeVar
 
-from ledger.audit.checks import Finding, SendSteps, Step
+from ledger.audit.checks import Finding
 from ledger.audit.manifest import Manifest
 from ledger.audit.report import AuditReport, Checked, OpenItem, checked_lines, duration
 from ledger.audit.show import iso_ms
+from ledger.audit.summary import SendSteps, Step
 
 T = TypeVar("T")
 CSP: Final = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"

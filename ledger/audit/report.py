@@ -11,9 +11,10 @@ from typing import Final, Literal
 
 from msgspec import Struct, field
 
-from ledger.audit.checks import AuditRules, Finding, LedgerAudit, SendSteps, StreamAudit
+from ledger.audit.checks import AuditRules, Finding, StreamAudit
 from ledger.audit.manifest import Manifest
 from ledger.audit.show import iso_ms
+from ledger.audit.summary import LedgerAudit, SendSteps
 from ledger.chain import mac_key_id
 
 AUDIT_SCHEMA: Final = "angelos.ledger.audit/1"

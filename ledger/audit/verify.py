@@ -14,7 +14,6 @@ from typing import Final
 from ledger.audit.checks import (
     AuditRules,
     Finding,
-    LedgerAudit,
     StreamAudit,
     audit_stream,
     group_index,
@@ -22,6 +21,7 @@ from ledger.audit.checks import (
     missing_stream_findings,
     with_findings,
 )
+from ledger.audit.summary import LedgerAudit
 from ledger.store.bulk import STREAM_BATCH, BulkReader, IndexEntry, StoredEntry
 from schemas.ledger import LedgerEntry
 

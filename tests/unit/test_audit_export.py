@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import msgspec
 
-from ledger.audit.checks import LedgerAudit
 from ledger.audit.export import completeness_findings, read_export
 from ledger.audit.manifest import Binder, ExportRules, Manifest, Trailer, trailer_mac
 from ledger.audit.report import Checked, build_report, macs_state, render_text
+from ledger.audit.summary import LedgerAudit
 from ledger.chain import mac_key_id
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT, PID, chain, claimed, prepared
 

@@ -8,18 +8,12 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ledger.audit.checks import (
-    AuditRules,
-    Finding,
-    LedgerAudit,
-    SendSteps,
-    Step,
-    audit_stream,
-)
+from ledger.audit.checks import AuditRules, Finding, audit_stream
 from ledger.audit.html import CSP, DRAWN_PER_STATUS, STATUS_ORDER, STEP_LABELS, render_html
 from ledger.audit.manifest import ExportRules, Manifest
 from ledger.audit.report import AuditReport, Checked, build_report, rules_used
 from ledger.audit.show import iso_ms
+from ledger.audit.summary import LedgerAudit, SendSteps, Step
 from schemas.ledger import LedgerEntry
 from schemas.ledger_events import EVENT_TYPES, EventData
 from support.ledger import (
