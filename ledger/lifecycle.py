@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Final, Literal, get_args
 
 import msgspec
-from msgspec import Struct
+from msgspec import Struct, UnsetType
 
 from schemas.ledger import Event, InvalidTransition
 from schemas.ledger_events import (
@@ -151,6 +151,14 @@ class Lifecycle(Struct, frozen=True, kw_only=True):
     annotations: int = 0
     queued: bool = False  # a dispatch_queued annotation was written (it waits while CLAIMED)
     resolutions: tuple[OperatorResolution, ...] = ()  # a person's findings, oldest first
+
+
+def recorded_grace(lifecycle: Lifecycle) -> int | None:
+    """The recovery grace the claim recorded as in force, or None (no claim, or an older one)."""
+    claimed = lifecycle.claimed
+    if claimed is None or isinstance(claimed.recovery_grace_ms, UnsetType):
+        return None
+    return claimed.recovery_grace_ms
 
 
 def rule_for(state: State, event_type: str) -> Rule | None:

@@ -14,7 +14,7 @@ import msgspec
 from msgspec import Struct, UnsetType, field
 
 from ledger.chain import DEFAULT_SKEW_MS, chain_problems, verified_events
-from ledger.lifecycle import Lifecycle, advance
+from ledger.lifecycle import Lifecycle, advance, recorded_grace
 from ledger.projection import public_status
 from ledger.store.bulk import IndexEntry
 from schemas.errors import MailError
@@ -122,21 +122,14 @@ def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) ->
         findings=findings,
         investigate=reason,
         resolution=lifecycle.resolutions[-1].outcome if lifecycle.resolutions else "",
-        grace_recorded=_recorded_grace(lifecycle) is not None,
+        grace_recorded=recorded_grace(lifecycle) is not None,
         state=lifecycle.state,
     )
 
 
-def _recorded_grace(lifecycle: Lifecycle) -> int | None:
-    claimed = lifecycle.claimed
-    if claimed is None or isinstance(claimed.recovery_grace_ms, UnsetType):
-        return None
-    return claimed.recovery_grace_ms
-
-
 def grace_of(lifecycle: Lifecycle, rules: AuditRules) -> int:
     """The recovery grace this send is judged by: the one recorded at its claim, if any."""
-    recorded = _recorded_grace(lifecycle)
+    recorded = recorded_grace(lifecycle)
     return rules.grace_ms if recorded is None else recorded
 
 

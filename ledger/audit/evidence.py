@@ -14,7 +14,7 @@ from typing import Final, Literal, NamedTuple
 from msgspec import Struct, UnsetType, field
 
 from ledger.dispatch.recovery import grace_for
-from ledger.lifecycle import Lifecycle
+from ledger.lifecycle import Lifecycle, recorded_grace
 from schemas.ledger import Event
 from schemas.ledger_events import (
     DispatchAborted,
@@ -164,9 +164,8 @@ def lease_of(lifecycle: Lifecycle, check: LeaseCheck) -> Lease | None:
     # The grace recovery and the store's script apply: the longer of the one recorded at the
     # claim and the configured one.
     grace = grace_for(lifecycle, check.configured_grace_ms)
-    recorded = lifecycle.claimed.recovery_grace_ms
     source: Literal["claim", "configured"] = (
-        "claim" if not isinstance(recorded, UnsetType) and recorded == grace else "configured"
+        "claim" if recorded_grace(lifecycle) == grace else "configured"
     )
     decidable = since + grace
     now = decidable <= check.now_ms

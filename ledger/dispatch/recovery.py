@@ -19,13 +19,13 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 import structlog
-from msgspec import Struct, UnsetType
+from msgspec import Struct
 
 from ledger.chain import verified_events
 from ledger.dispatch.decisions import Action, Decision, Kind, RecoveryReport
 from ledger.dispatch.quarantine import Quarantine
 from ledger.ids import new_id
-from ledger.lifecycle import Lifecycle, fold
+from ledger.lifecycle import Lifecycle, fold, recorded_grace
 from ledger.store.answers import Head, OpenMember
 from ledger.store.bulk import BulkReader, pages
 from ledger.store.ledger_store import LedgerStore, head_of
@@ -82,10 +82,8 @@ def classify(lifecycle: Lifecycle, now_ms: int) -> EventData | None:
 def grace_for(lifecycle: Lifecycle, grace_ms: int) -> int:
     """The grace recovery waits for this send: its own setting, or the longer one in force at
     the claim (the store's append script applies the same rule)."""
-    claimed = lifecycle.claimed
-    if claimed is None or isinstance(claimed.recovery_grace_ms, UnsetType):
-        return grace_ms
-    return max(grace_ms, claimed.recovery_grace_ms)
+    recorded = recorded_grace(lifecycle)
+    return grace_ms if recorded is None else max(grace_ms, recorded)
 
 
 def verdict_of(data: EventData) -> str:
