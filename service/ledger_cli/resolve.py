@@ -15,7 +15,8 @@ from typing import Final, Literal, cast
 
 import msgspec
 
-from ledger.chain import mac_key, mac_key_id, verified_events
+from ledger.audit.report import macs_state
+from ledger.chain import mac_key, verified_events
 from ledger.ids import new_id
 from ledger.lifecycle import fold
 from ledger.store.ledger_store import LedgerStore, head_of
@@ -93,8 +94,8 @@ async def resolve(args: argparse.Namespace, store: LedgerStore) -> int:
     pid = args.prepared_id
     sealed = await store.meta_field("mac_key_id")
     key = store.settings.hmac_key
-    given = "" if key is None else mac_key_id(mac_key(key.reveal()))
-    if sealed and given != sealed:  # an unsealed or wrongly sealed entry would read as forged
+    macs, _ = macs_state(None if key is None else mac_key(key.reveal()), sealed)
+    if macs in ("not_checked", "wrong_key"):  # an unsealed or wrongly sealed entry reads forged
         print(
             f"angelos ledger: this ledger is sealed with HMAC key ID {sealed}; set its "
             "ANGELOS_LEDGER_HMAC_KEY to resolve. Nothing recorded",

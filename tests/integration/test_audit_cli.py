@@ -434,6 +434,19 @@ class TestResolveCommand:
         assert (1, 3) == (done.returncode, len(entries))
         assert "still open (ATTEMPTING)" in done.stderr and "Nothing recorded" in done.stderr
 
+    async def test_resolve_refuses_a_sealed_ledger_without_its_key_and_writes_nothing(
+        self, services: Services, client: aioredis.Redis, namespace: str
+    ) -> None:
+        sealed = make_store(client, namespace, hmac_key=Secret(KEY))
+        await sealed.ensure_meta()
+        pid = (await some_sends(sealed))["unknown"]
+        args = ("resolve", pid, "--outcome", "arrived", "--note", "seen")
+        bare = cli(services, namespace, *args)
+        other = cli(services, namespace, *args, ANGELOS_LEDGER_HMAC_KEY="cd" * 32)
+        _, entries = await sealed.read(pid)
+        assert (2, 2, 5) == (bare.returncode, other.returncode, len(entries))
+        assert "sealed with HMAC key ID" in bare.stderr and "Nothing recorded" in bare.stderr
+
     @pytest.mark.parametrize("note", ['he said "yes"', "x" * 501])
     async def test_resolve_refuses_a_bad_note_before_any_store_access(
         self, services: Services, namespace: str, note: str
