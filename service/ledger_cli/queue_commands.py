@@ -11,10 +11,11 @@ from typing import Final, Literal, get_args
 from msgspec import Struct
 
 from ledger.audit.checks import AuditRules, StreamAudit, group_index, missing_stream_findings
+from ledger.audit.evidence import LeaseCheck, lease_holder, lease_of
 from ledger.audit.verify import audit_pids, recent_pids
 from ledger.chain import verified_events
 from ledger.dispatch.decisions import Action, RecoveryReport
-from ledger.dispatch.recovery import Recoverer, grace_for
+from ledger.dispatch.recovery import Recoverer
 from ledger.lifecycle import Lifecycle, fold
 from ledger.projection import rfc3339_seconds
 from ledger.store.bulk import BulkReader
@@ -141,34 +142,39 @@ async def _where_sending(
     reader: BulkReader, found: Sequence[tuple[StreamAudit, list[LedgerEntry]]], rules: AuditRules
 ) -> dict[str, Sending]:
     """Fold each sending stream and read its dispatcher's lease (one round trip for all)."""
-    claims: list[tuple[str, Lifecycle, str, int]] = []
+    claims: list[tuple[str, Lifecycle, str]] = []
     for audit, entries in found:  # the audit folded them too, but keeps only its verdict
         lifecycle = fold(verified_events(audit.pid, entries), [e.srv_ms for e in entries])
-        if lifecycle.claimed is not None and lifecycle.claimed_srv_ms is not None:
-            claims.append(
-                (audit.pid, lifecycle, lifecycle.claimed.dispatcher_id, lifecycle.claimed_srv_ms)
-            )
-    alive = await reader.leases_alive([dispatcher for _, _, dispatcher, _ in claims])
+        holder = lease_holder(lifecycle)
+        if holder is not None:
+            claims.append((audit.pid, lifecycle, holder))
+    alive = await reader.leases_alive([holder for _, _, holder in claims])
     return {
-        pid: _sending(lifecycle, dispatcher, claimed_ms, is_alive, rules)
-        for (pid, lifecycle, dispatcher, claimed_ms), is_alive in zip(claims, alive, strict=True)
+        pid: _sending(lifecycle, is_alive, rules)
+        for (pid, lifecycle, _), is_alive in zip(claims, alive, strict=True)
     }
 
 
-def _sending(
-    lifecycle: Lifecycle, dispatcher_id: str, claimed_ms: int, alive: bool, rules: AuditRules
-) -> Sending:
-    grace = grace_for(lifecycle, rules.grace_ms)  # the longer of today's and the claim's
-    decidable = claimed_ms + grace
+def _sending(lifecycle: Lifecycle, alive: bool, rules: AuditRules) -> Sending:
+    # The same reading of lease and grace as `show`'s evidence (ledger.audit.evidence).
+    check = LeaseCheck(
+        alive=alive, expires_in_ms=None, configured_grace_ms=rules.grace_ms,
+        now_ms=rules.as_of_ms,
+    )  # fmt: skip
+    lease = lease_of(lifecycle, check)
+    assert lease is not None  # a sending send has a claim
     outlook: Outlook = (
-        "too_early" if rules.as_of_ms <= decidable else "lease_alive" if alive else "decidable_now"
-    )
+        "decidable_now" if lease.decidable_now and not alive
+        else "lease_alive" if lease.decidable_now
+        else "too_early"
+    )  # fmt: skip
     stage = SENDING_STAGES.get(lifecycle.state, lifecycle.state)
     if lifecycle.state == "CLAIMED" and lifecycle.queued:
         stage += ", waiting for a connection"
     return Sending(
-        state=lifecycle.state, stage=stage, dispatcher_id=dispatcher_id, lease_alive=alive,
-        claimed_ms=claimed_ms, grace_ms=grace, decidable_ms=decidable, recovery=outlook,
+        state=lifecycle.state, stage=stage, dispatcher_id=lease.dispatcher_id,
+        lease_alive=alive, claimed_ms=lease.open_since_ms, grace_ms=lease.grace_ms,
+        decidable_ms=lease.decidable_ms, recovery=outlook,
     )  # fmt: skip
 
 
