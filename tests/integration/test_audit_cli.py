@@ -15,13 +15,12 @@ from ledger.audit.checks import AuditRules, audit_stream
 from ledger.dispatch.recovery import Recoverer
 from ledger.ids import new_id
 from ledger.projection import project
-from ledger.store.answers import Head
 from ledger.store.ledger_store import LedgerStore
 from schemas.ledger import decode_event
 from schemas.ledger_events import OperatorResolution
 from schemas.secret import Secret
 from support.angelos_process import free_port
-from support.ledger import ACCEPTED, ATTEMPT, COMMIT, DIGEST, OWNER, QUEUED, UNKNOWN, claimed
+from support.ledger import ACCEPTED, ATTEMPT, COMMIT, OWNER, QUEUED, UNKNOWN, claimed
 from support.ledger_cli import (
     as_json,
     namespace_fixture,
@@ -36,22 +35,6 @@ from support.services import Services
 
 KEY = "ab" * 32
 __all__ = ["namespace_fixture", "session_redis_fixture", "store_fixture"]
-
-
-async def claimed_by(store: LedgerStore, dispatcher_id: str, **recorded: int) -> tuple[str, Head]:
-    """A send claimed by one dispatcher, its claim recording `recorded` (e.g. the grace)."""
-    pid, head = await prepared_send(store)
-    outcome = await store.claim(
-        pid,
-        owner=OWNER,
-        confirmed_digest=DIGEST,
-        head=head,
-        claimed=msgspec.structs.replace(claimed(dispatcher_id=dispatcher_id), **recorded),
-        actor=f"dispatcher:{dispatcher_id}",
-        eid=new_id(),
-    )
-    assert "claimed" == outcome.result and outcome.head is not None
-    return pid, outcome.head
 
 
 async def claim_ms(store: LedgerStore, pid: str) -> int:
@@ -217,7 +200,7 @@ class TestShowAndList:
         self, services: Services, store: LedgerStore, namespace: str
     ) -> None:
         alive = new_id()
-        queued, head = await claimed_by(store, alive)
+        queued, head = await claimed_send(store, claim=claimed(dispatcher_id=alive))
         await advance(store, queued, head, QUEUED)
         await store.refresh_lease(alive, 60_000)
         attempting, head = await claimed_send(store)
@@ -248,7 +231,12 @@ class TestShowAndList:
     async def test_list_judges_a_claim_by_the_longer_grace_it_recorded(
         self, services: Services, store: LedgerStore, namespace: str
     ) -> None:
-        pid, _ = await claimed_by(store, new_id(), recovery_grace_ms=1_800_000)
+        pid, _ = await claimed_send(
+            store,
+            claim=msgspec.structs.replace(
+                claimed(dispatcher_id=new_id()), recovery_grace_ms=1_800_000
+            ),
+        )
         listed = as_json(cli(services, namespace, "list", "--status", "sending", "--json"))
         (item,) = listed["sends"]
         assert (1_800_000, await claim_ms(store, pid) + 1_800_000) == (

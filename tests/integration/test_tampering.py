@@ -14,9 +14,7 @@ import redis.asyncio as aioredis
 
 from ledger.audit.manifest import Binder, ExportRules, Manifest, Trailer
 from ledger.chain import event_hash, event_mac, mac_key
-from ledger.ids import new_id
-from ledger.store.answers import Head
-from ledger.store.ledger_store import LedgerStore, head_of
+from ledger.store.ledger_store import LedgerStore
 from schemas.ledger import LedgerEntry
 from schemas.ledger_events import Claimed, RecoveryClassified
 from schemas.secret import Secret
@@ -25,8 +23,6 @@ from support.ledger import (
     ACCEPTED,
     ATTEMPT,
     COMMIT,
-    DIGEST,
-    OWNER,
     T0,
     UNKNOWN,
     build_events,
@@ -41,7 +37,7 @@ from support.ledger_cli import (
     run_ledger,
     session_redis_fixture,
 )
-from support.ledger_redis import DISPATCHER, advance, make_store, prepared_send
+from support.ledger_redis import DISPATCHER, advance, claimed_send, make_store, prepared_send
 from support.services import Services
 
 KEY = "ab" * 32
@@ -57,26 +53,13 @@ def kinds(done: subprocess.CompletedProcess[str]) -> list[str]:
     return [finding["kind"] for finding in report(done)["findings"]]
 
 
-async def claim_of(store: LedgerStore, pid: str) -> Head:
-    """Claim a prepared send through the real claim script."""
-    _, entries = await store.read(pid)
-    head = head_of(entries)
-    assert head is not None
-    outcome = await store.claim(
-        pid, owner=OWNER, confirmed_digest=DIGEST, head=head, claimed=claimed(),
-        actor=DISPATCHER, eid=new_id(),
-    )  # fmt: skip
-    assert "claimed" == outcome.result and outcome.head is not None
-    return outcome.head
-
-
 async def three_sends(store: LedgerStore) -> dict[str, str]:
     """An accepted, an unknown and a prepared send, written through the real scripts."""
     await store.ensure_meta()
-    accepted, _ = await prepared_send(store)
-    await advance(store, accepted, await claim_of(store, accepted), ATTEMPT, COMMIT, ACCEPTED)
-    unknown, _ = await prepared_send(store)
-    await advance(store, unknown, await claim_of(store, unknown), ATTEMPT, COMMIT, UNKNOWN)
+    accepted, head = await claimed_send(store)
+    await advance(store, accepted, head, ATTEMPT, COMMIT, ACCEPTED)
+    unknown, head = await claimed_send(store)
+    await advance(store, unknown, head, ATTEMPT, COMMIT, UNKNOWN)
     prepared, _ = await prepared_send(store)
     return {"accepted": accepted, "unknown": unknown, "prepared": prepared}
 

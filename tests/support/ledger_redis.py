@@ -20,7 +20,7 @@ from ledger.store.answers import Head
 from ledger.store.connection import connect
 from ledger.store.embedded import EmbeddedRedis, start_embedded
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
-from schemas.ledger_events import EventData
+from schemas.ledger_events import Claimed, EventData
 from support.ledger import DIGEST, OWNER, claimed, payload
 from support.services import Services
 
@@ -108,15 +108,19 @@ async def prepared_send(
     return pid, outcome.head
 
 
-async def claimed_send(store: LedgerStore, *, append_sent: bool = False) -> tuple[str, Head]:
+async def claimed_send(
+    store: LedgerStore, *, append_sent: bool = False, claim: Claimed | None = None
+) -> tuple[str, Head]:
+    """A fresh preparation, claimed (by `claim`'s dispatcher, when given) through the script."""
     pid, head = await prepared_send(store)
+    data = claimed(append_sent=append_sent) if claim is None else claim
     outcome = await store.claim(
         pid,
         owner=OWNER,
         confirmed_digest=DIGEST,
         head=head,
-        claimed=claimed(append_sent=append_sent),
-        actor=DISPATCHER,
+        claimed=data,
+        actor=f"dispatcher:{data.dispatcher_id}",
         eid=new_id(),
     )
     assert "claimed" == outcome.result and outcome.head is not None
