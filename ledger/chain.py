@@ -11,6 +11,7 @@ from msgspec import Struct, UnsetType
 
 from schemas.ledger import Event, EventRejected, LedgerCorrupt, LedgerEntry, decode_event
 from schemas.ledger_events import MAX_ENTRIES
+from schemas.secret import Secret
 
 GENESIS_DOMAIN: Final = b"angelos/send-ledger/v1/genesis\n"
 HASH_DOMAIN: Final = b"angelos/send-ledger/v1\n"
@@ -34,6 +35,11 @@ def mac_key(hex_key: str) -> bytes:
     if len(key) != 32:
         raise ValueError("the ledger HMAC key must be 64 hex characters")
     return key
+
+
+def key_of(secret: Secret | None) -> bytes | None:
+    """Turn the configured ANGELOS_LEDGER_HMAC_KEY (or its absence) into K (or None)."""
+    return None if secret is None else mac_key(secret.reveal())
 
 
 def event_mac(key: bytes, h: str) -> str:

@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 import redis.exceptions as rex
 from msgspec import UNSET, Struct
 
-from ledger.chain import event_hash, event_mac, genesis, mac_key, mac_key_id
+from ledger.chain import event_hash, event_mac, genesis, key_of, mac_key_id
 from ledger.ids import new_id
 from ledger.lifecycle import state_after_types
 from ledger.store.answers import (
@@ -119,7 +119,7 @@ class LedgerStore:
         self.settings = settings or LedgerSettings()
         self.keys = LedgerKeys(self.settings.namespace)
         key = self.settings.hmac_key
-        self._mac_key = None if key is None else mac_key(key.reveal())
+        self._mac_key = key_of(key)
         self._clock = clock or _wall_ms
         self._runner = ScriptRunner(client, batching=self.settings.batching)
         self.witness: Witness | None = None  # this host's rollback witness, once the store is known

@@ -30,7 +30,7 @@ from ledger.audit.report import (
 )
 from ledger.audit.show import iso_ms
 from ledger.audit.verify import items_are_pid, verify_ledger
-from ledger.chain import mac_key
+from ledger.chain import key_of
 from ledger.store.bulk import BulkReader
 from ledger.store.ledger_store import LedgerStore
 from service.config import StoreConfig
@@ -132,7 +132,7 @@ def replay(args: argparse.Namespace, store_config: StoreConfig) -> int:
         return USAGE
     now = int(time.time() * 1000)
     as_of = parse_when(args.as_of, now) if args.as_of else now
-    key = None if store_config.hmac_key is None else mac_key(store_config.hmac_key.reveal())
+    key = key_of(store_config.hmac_key)
     rules = replay_rules(export_file, store_config, key, as_of, args.skew_ms)
     sealed = sealed_key_id(export_file)
     macs, given = macs_state(key, sealed)

@@ -12,7 +12,7 @@ from typing import Final
 import msgspec
 
 from ledger.audit.checks import AuditRules
-from ledger.chain import DEFAULT_SKEW_MS, mac_key
+from ledger.chain import DEFAULT_SKEW_MS, key_of
 from ledger.store.ledger_store import LedgerStore
 from schemas.errors import MailError
 from schemas.ledger import LedgerUnavailable
@@ -55,7 +55,7 @@ async def with_store(
 async def rules_for(store: LedgerStore, now_ms: int, skew_ms: int = DEFAULT_SKEW_MS) -> AuditRules:
     """The audit rules from the same settings the servers use (the retention from the meta)."""
     settings = store.settings
-    key = None if settings.hmac_key is None else mac_key(settings.hmac_key.reveal())
+    key = key_of(settings.hmac_key)
     recorded = await store.meta_field("retention_ms")
     return AuditRules(
         key=key,

@@ -16,7 +16,7 @@ from typing import Final, Literal, cast
 import msgspec
 
 from ledger.audit.report import macs_state
-from ledger.chain import mac_key, verified_events
+from ledger.chain import key_of, verified_events
 from ledger.ids import new_id
 from ledger.lifecycle import fold
 from ledger.store.ledger_store import LedgerStore, head_of
@@ -94,7 +94,7 @@ async def resolve(args: argparse.Namespace, store: LedgerStore) -> int:
     pid = args.prepared_id
     sealed = await store.meta_field("mac_key_id")
     key = store.settings.hmac_key
-    macs, _ = macs_state(None if key is None else mac_key(key.reveal()), sealed)
+    macs, _ = macs_state(key_of(key), sealed)
     if macs in ("not_checked", "wrong_key"):  # an unsealed or wrongly sealed entry reads forged
         print(
             f"angelos ledger: this ledger is sealed with HMAC key ID {sealed}; set its "
