@@ -21,6 +21,26 @@ GMAIL_DELETE_RESTRICTION = (
 )
 
 
+class ArchiveStatus(Struct, kw_only=True):
+    """The ledger's signed archive as this server last read it: how far behind it is.
+
+    `state` is `archiving` (this server archives), `elsewhere` (another process does) or
+    `stopped` (this server's archiver stopped; `reason` says why). While an archive exists the
+    ledger keeps every event it has not archived, whatever the retention says.
+    """
+
+    state: str
+    records: int
+    behind_events: int
+    behind_more: bool  # more events wait than behind_events counts
+    behind_ms: int  # age of the oldest event not yet archived (0: caught up)
+    last_checkpoint_size: int
+    last_checkpoint_ms: int
+    checked_ms: int
+    retention: str = "events not yet archived are kept until archived"
+    reason: str = ""
+
+
 class CapabilitiesResult(Struct):
     """What the server can do, what the operator allows, and what this caller can use now.
 
@@ -38,6 +58,7 @@ class CapabilitiesResult(Struct):
     content_trust: str = CONTENT_TRUST_NOTE
     permanent_delete_restriction: str | UnsetType = UNSET
     send_disabled_reason: str | UnsetType = UNSET
+    ledger_archive: ArchiveStatus | UnsetType = UNSET
 
 
 class FoldersResult(Struct):

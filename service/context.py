@@ -10,6 +10,7 @@ import msgspec
 
 from ledger.ids import new_id
 from providers.mailbox import Mailbox
+from service.archive_task import ArchiveTask, start_archive
 from service.config import Config, Gates
 from service.principal import Principal
 from service.recovery_task import RecoveryTask, start_recovery
@@ -33,6 +34,7 @@ class AppContext:
     sending: Sending = field(default_factory=Sending)
     instance_id: str = field(default_factory=new_id)
     recovery: RecoveryTask | None = None
+    archive: ArchiveTask | None = None
 
     @property
     def store_configured(self) -> bool:
@@ -43,11 +45,14 @@ class AppContext:
         """Open the send ledger (store, self-check, lease) and start recovery."""
         self.sending = await start_sending(self.config, self.mailbox)
         self.recovery = start_recovery(self.config.store, self.sending)
+        self.archive = start_archive(self.config.store, self.sending)
 
     async def aclose(self) -> None:
         """Finish running dispatches, release the lease and the connections."""
         if self.recovery is not None:
             await self.recovery.stop()
+        if self.archive is not None:
+            await self.archive.stop()
         await self.sending.aclose()
         if self.mailbox is not None:
             await self.mailbox.aclose()

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import get_args
 
+import msgspec
+
 from schemas import errors
 from schemas.mailbox import ServerCapabilities
 from schemas.readiness import (
@@ -97,11 +99,14 @@ def send_health(app: AppContext) -> dict[str, object]:
     """The `sending` part of /healthz: ready, or the first reason not, and a rollback halt."""
     found = send_blockers(app)
     monitor = app.sending.monitor
-    return {
+    health: dict[str, object] = {
         "ready": not found,
         "reason": found[0].reason if found else "",
         "ledger_halted": monitor is not None and monitor.halt is not None,
     }
+    if app.archive is not None and app.archive.status is not None:
+        health["ledger_archive"] = msgspec.to_builtins(app.archive.status)
+    return health
 
 
 def _delete_unsupported(app: AppContext) -> list[str]:

@@ -19,7 +19,7 @@ from ledger.chain import mac_key_id
 
 AUDIT_SCHEMA: Final = "angelos.ledger.audit/1"
 Macs = Literal["checked", "not_checked", "wrong_key", "unsealed"]
-Completeness = Literal["index", "manifest", "not_checked"]
+Completeness = Literal["index", "manifest", "checkpoints", "not_checked"]
 
 
 class RuleUsed(Struct, frozen=True, kw_only=True):
@@ -31,10 +31,24 @@ class RuleUsed(Struct, frozen=True, kw_only=True):
     recorded_sends: int = 0  # sends judged instead by the value recorded in their own events
 
 
+class ArchiveChecked(Struct, frozen=True, kw_only=True):
+    """What a run over an archive checked: records, signed checkpoints, the live store."""
+
+    records: int
+    segments: int
+    public_key: str  # the verifier key's name and ID
+    checkpoints: int  # signed checkpoints that verified
+    signed_records: int  # the latest verified checkpoint's tree size
+    origin: str = ""
+    live: str  # "checked" or why not
+    store_archived: int = -1  # records the store says were archived (-1: not compared)
+    not_yet_archived: int = 0  # live index entries after the archive's position
+
+
 class Checked(Struct, frozen=True, kw_only=True):
     """What a run checked: MACs (and under which key ID), completeness, rules and the time."""
 
-    source: Literal["redis", "export"]
+    source: Literal["redis", "export", "archive"]
     as_of: str
     as_of_ms: int
     macs: Macs
@@ -42,6 +56,7 @@ class Checked(Struct, frozen=True, kw_only=True):
     sealed_key_id: str = ""  # the ID the ledger or export was sealed under ("?" when unknown)
     completeness: Completeness
     rules: list[RuleUsed] = field(default_factory=list)
+    archive: ArchiveChecked | None = None
 
 
 class OpenItem(Struct, frozen=True, kw_only=True):
@@ -155,6 +170,7 @@ def checked_lines(checked: Checked) -> list[str]:
     completeness = {
         "index": "completeness: every stream and event held against the index",
         "manifest": "completeness: every line held against the export's manifest and trailer",
+        "checkpoints": "completeness: every record held against the signed checkpoints",
         "not_checked": "completeness: NOT checked (an export without manifest: removed sends "
         "and a cut tail cannot be seen)",
     }[checked.completeness]
@@ -168,9 +184,29 @@ def checked_lines(checked: Checked) -> list[str]:
     return [
         macs,
         completeness,
+        *([] if checked.archive is None else archive_lines(checked.archive)),
         "rules: " + "; ".join(rules),
         f"as of: {checked.as_of}",
     ]
+
+
+def archive_lines(archive: ArchiveChecked) -> list[str]:
+    """Say what an archive run covered: records, signatures and the live store."""
+    unsigned = archive.records - archive.signed_records
+    lines = [
+        f"archive: {archive.records} record(s) in {archive.segments} segment(s); "
+        f"{archive.checkpoints} checkpoint(s) verified under {archive.public_key}, the latest "
+        f"signing {archive.signed_records} record(s)"
+        + (f" ({unsigned} record(s) after it not yet signed)" if unsigned > 0 else ""),
+    ]
+    if archive.live == "checked":
+        lines.append(
+            f"live store: compared; it counts {archive.store_archived} archived record(s), "
+            f"{archive.not_yet_archived} index entr(ies) not yet archived"
+        )
+    else:
+        lines.append(f"live store: NOT compared ({archive.live})")
+    return lines
 
 
 def manifest_line(manifest: Manifest) -> str:

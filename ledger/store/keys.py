@@ -54,6 +54,11 @@ class LedgerKeys(Struct, frozen=True):
         return f"{self.prefix}lease:{_checked(dispatcher_id)}"
 
     @property
+    def archive_lease(self) -> str:
+        """Return the lease key of the one archiver."""
+        return f"{self.prefix}archive-lease"
+
+    @property
     def meta(self) -> str:
         """Return the meta hash key."""
         return f"{self.prefix}meta"

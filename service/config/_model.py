@@ -71,6 +71,10 @@ class StoreConfig(msgspec.Struct, frozen=True):
     annotation_cap: int
     test_mode: bool  # ANGELOS_ALLOW_FAULT_INJECTION=1 and ANGELOS_ENV=test
     test_prepare_ttl_ms: int | None
+    archive_dir: str | None = None
+    audit_signing_key: Secret | None = None  # the signer key text; parsed where it signs
+    archive_checkpoint_s: int = 300
+    archive_segment_bytes: int = 67_108_864
 
 
 class HttpAuthConfig(msgspec.Struct, frozen=True):

@@ -27,6 +27,8 @@ _NUMBERS = {
     "dispatcher_lease_ms": "SEND_DISPATCHER_LEASE_MS",
     "dispatcher_lease_refresh_ms": "SEND_DISPATCHER_LEASE_REFRESH_MS",
     "annotation_cap": "SEND_ANNOTATION_CAP",
+    "archive_checkpoint_s": "ANGELOS_LEDGER_ARCHIVE_CHECKPOINT_S",
+    "archive_segment_bytes": "ANGELOS_LEDGER_ARCHIVE_SEGMENT_BYTES",
 }
 
 
@@ -52,6 +54,15 @@ def load_store(
     namespace = read(env, "SEND_LEDGER_NAMESPACE", problems)
     fsync = read(env, "SEND_LEDGER_FSYNC", problems)
     hmac_key = read(env, "ANGELOS_LEDGER_HMAC_KEY", problems)
+    archive_dir = read(env, "ANGELOS_LEDGER_ARCHIVE_DIR", problems)
+    signing_key = read(env, "ANGELOS_AUDIT_SIGNING_KEY", problems)
+    if archive_dir is not None and signing_key is None and value_of(
+        env, "ANGELOS_AUDIT_SIGNING_KEY"
+    ) is None:
+        problems.append(
+            "ANGELOS_AUDIT_SIGNING_KEY: required with ANGELOS_LEDGER_ARCHIVE_DIR (create one "
+            "with `angelos ledger keygen`)"
+        )
     # Production ignores the test-only variable entirely.
     prepare_ttl_ms = read(env, "ANGELOS_TEST_PREPARE_TTL_MS", problems) if testing else None
     read(env, "ANGELOS_REDIS_REST_URL", problems)  # refused: any value is a problem
@@ -84,6 +95,10 @@ def load_store(
         dispatcher_lease_ms=_pick(numbers, "dispatcher_lease_ms"),
         dispatcher_lease_refresh_ms=_pick(numbers, "dispatcher_lease_refresh_ms"),
         annotation_cap=_pick(numbers, "annotation_cap"),
+        archive_dir=archive_dir,
+        audit_signing_key=None if signing_key is None else Secret(signing_key),
+        archive_checkpoint_s=_pick(numbers, "archive_checkpoint_s"),
+        archive_segment_bytes=_pick(numbers, "archive_segment_bytes"),
     )
     return store, ()
 

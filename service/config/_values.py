@@ -7,6 +7,10 @@ import re
 from collections.abc import Mapping
 
 HEX64 = re.compile(r"[0-9a-fA-F]{64}")  # a 256-bit key or digest in hex
+# A C2SP signed-note signer key: PRIVATE+KEY+<name>+<8 hex key ID>+<base64 of 33 bytes>.
+SIGNER_KEY = re.compile(
+    r"PRIVATE\+KEY\+[!-*,-~]{1,64}\+[0-9a-f]{8}\+[A-Za-z0-9+/]{44}", re.ASCII
+)
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
 _NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9A-Fa-f]*", re.ASCII)
 _HOST_FORBIDDEN = frozenset("/\\:@ \t\r\n\x00")

@@ -22,6 +22,12 @@ from pathlib import Path
 from ledger.chain import DEFAULT_SKEW_MS
 from ledger.store.ledger_store import LedgerStore
 from service.config import Config
+from service.ledger_cli.archive_commands import (
+    DEFAULT_KEY_NAME,
+    archive,
+    keygen,
+    verify_archive,
+)
 from service.ledger_cli.audit_commands import export, replay, verify
 from service.ledger_cli.common import OK, USAGE, with_store
 from service.ledger_cli.queue_commands import list_sends, recover
@@ -41,6 +47,38 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
     verify_parser.add_argument("--skew-ms", type=int, default=DEFAULT_SKEW_MS)
     verify_parser.add_argument(
         "--html", type=Path, metavar="OUT", help="also write the report as one static HTML page"
+    )
+    verify_parser.add_argument(
+        "--archive", type=Path, metavar="DIR", help="verify this archive directory (no Redis)"
+    )
+    verify_parser.add_argument(
+        "--public-key", metavar="KEY", help="with --archive: the checkpoints' public key, or a file"
+    )
+    verify_parser.add_argument(
+        "--since-checkpoint", type=Path, metavar="FILE",
+        help="with --archive: a checkpoint kept from before; the archive must extend it",
+    )  # fmt: skip
+    verify_parser.add_argument(
+        "--live", action="store_true", help="with --archive: compare with the embedded store too"
+    )
+    verify_parser.add_argument(
+        "--offline", action="store_true", help="with --archive: do not compare with any store"
+    )
+    archive_parser = sub.add_parser(
+        "archive", help="archive every ledger event into signed segments (runs until stopped)"
+    )
+    archive_parser.add_argument("--dir", help="the archive directory (ANGELOS_LEDGER_ARCHIVE_DIR)")
+    archive_parser.add_argument(
+        "--once", action="store_true", help="archive what is there, sign a checkpoint, exit"
+    )
+    archive_parser.add_argument(
+        "--release", action="store_true",
+        help="stop keeping unarchived events: the retention applies to every stream again",
+    )  # fmt: skip
+    keygen_parser = sub.add_parser("keygen", help="create the archive's checkpoint signing key")
+    keygen_parser.add_argument("--name", default=DEFAULT_KEY_NAME, help="the key's name")
+    keygen_parser.add_argument(
+        "--out", type=Path, metavar="FILE", help="write the signer key here (0600) and FILE.pub"
     )
     show_parser = sub.add_parser("show", help="the timeline of one send and what it proves")
     show_parser.add_argument("prepared_id")
@@ -71,7 +109,7 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
     for command in (verify_parser, show_parser, listing, export_parser, replay_parser):
         command.add_argument("--json", action="store_true", help="machine-readable output")
     for command in (verify_parser, show_parser, listing, export_parser, replay_parser,
-                    recover_parser):  # fmt: skip
+                    recover_parser, archive_parser):  # fmt: skip
         command.add_argument("--quiet", action="store_true", help="no progress on stderr")
     recover_parser.add_argument("--json", action="store_true", help="machine-readable output")
     for command in sub.choices.values():
@@ -80,6 +118,8 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
 
 def run_ledger(args: argparse.Namespace, config: Config) -> int:
     """Run one `angelos ledger` command; returns the exit status."""
+    if args.ledger_command == "keygen":  # needs no configuration at all
+        return keygen(args)
     if args.ledger_command == "resolve":  # bad input is refused before any store access
         made = resolution_from(args)
         if isinstance(made, str):
@@ -96,6 +136,12 @@ def run_ledger(args: argparse.Namespace, config: Config) -> int:
         return USAGE
     if args.ledger_command == "replay":
         return replay(args, store_config)
+    if args.ledger_command == "verify" and args.archive is not None:
+        if not args.public_key:
+            print("angelos ledger: verify --archive needs --public-key", file=sys.stderr)
+            return USAGE
+        return verify_archive(args, store_config)
+
     if store_config.mode == "off":
         print("angelos ledger: ANGELOS_REDIS_URL=off: no ledger store to read", file=sys.stderr)
         return USAGE
@@ -107,6 +153,7 @@ def run_ledger(args: argparse.Namespace, config: Config) -> int:
         "recover": recover,
         "resolve": resolve,
         "acknowledge-rollback": _acknowledge,
+        "archive": lambda args, store: archive(args, store, store_config),
     }
     command = commands[args.ledger_command]
     return asyncio.run(with_store(store_config, lambda store: command(args, store)))

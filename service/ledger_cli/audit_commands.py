@@ -68,7 +68,7 @@ async def verify(args: argparse.Namespace, store: LedgerStore) -> int:
         source="redis", as_of=iso_ms(now), as_of_ms=now, macs=macs, key_id=given,
         sealed_key_id=sealed, completeness="index", rules=rules_used(rules, summary),
     )  # fmt: skip
-    return _answer(args, build_report(summary, checked))
+    return answer(args, build_report(summary, checked))
 
 
 async def export(args: argparse.Namespace, store: LedgerStore) -> int:
@@ -155,7 +155,7 @@ def replay(args: argparse.Namespace, store_config: StoreConfig) -> int:
         completeness="manifest" if export_file.manifest is not None else "not_checked",
         rules=rules_used(rules, summary),
     )  # fmt: skip
-    return _answer(args, build_report(summary, checked, export_file.manifest))
+    return answer(args, build_report(summary, checked, export_file.manifest))
 
 
 def replay_rules(
@@ -176,7 +176,8 @@ def replay_rules(
     )  # fmt: skip
 
 
-def _answer(args: argparse.Namespace, report: AuditReport) -> int:
+def answer(args: argparse.Namespace, report: AuditReport) -> int:
+    """Print a report (text or --json, and --html) and return the exit status it earns."""
     if args.json:  # the same with or without --html: the timelines go to the page only
         print_json(msgspec.structs.replace(report, sends=[]) if report.sends else report)
     else:

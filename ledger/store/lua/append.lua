@@ -124,10 +124,13 @@ elseif t == 'expired' then
   redis.call('DEL', payload_key)
   redis.call('ZREM', unclaimed, pid)
 end
-add_index(index_key, pid, seq, t, h, now, retention)
+local archive_ms = archived_upto(meta)
+add_index(index_key, pid, seq, t, h, now, retention, archive_ms)
 local clock = 0
 if not ANNOTATIONS[t] then
-  redis.call('PEXPIRE', stream, int(retention))
+  keep_stream(stream, retention, archive_ms)
   clock = tick(meta)
+elseif archive_ms then
+  redis.call('PERSIST', stream)  -- an unarchived annotation must not expire either
 end
 return {'appended', int(seq), int(now), clock}

@@ -116,7 +116,31 @@ local function tick(meta)
   return redis.call('HINCRBY', meta, 'clock', 1)
 end
 
-local function add_index(key, pid, seq, t, h, now, retention_ms)
-  redis.call('XADD', key, 'MINID', '~', int(math.max(now - retention_ms, 0)), '*',
+-- The archive's position (`archive_pos` in meta, an index entry ID), or nil when no archive
+-- was started. While an archive exists nothing unarchived may expire: streams lose their TTL
+-- on each append (the archiver's script sets it again once it holds the stream's last event)
+-- and the index is never trimmed past the position.
+local function archived_upto(meta)
+  local pos = redis.call('HGET', meta, 'archive_pos')
+  if not pos then
+    return nil
+  end
+  return tonumber(string.match(pos, '^(%d+)-')) or 0
+end
+
+local function keep_stream(stream, retention_ms, archive_ms)
+  if archive_ms then
+    redis.call('PERSIST', stream)
+  else
+    redis.call('PEXPIRE', stream, int(retention_ms))
+  end
+end
+
+local function add_index(key, pid, seq, t, h, now, retention_ms, archive_ms)
+  local floor = math.max(now - retention_ms, 0)
+  if archive_ms and archive_ms < floor then
+    floor = archive_ms
+  end
+  redis.call('XADD', key, 'MINID', '~', int(floor), '*',
     'pid', pid, 'seq', int(seq), 't', t, 'h', h)
 end

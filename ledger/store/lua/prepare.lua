@@ -33,7 +33,8 @@ end
 local now = now_ms()
 add_entry(stream, 1, e, h, 'prepared', eid, now, m)
 redis.call('SET', payload_key, payload, 'PX', int(payload_ttl), 'NX')
-redis.call('PEXPIRE', stream, int(retention))
+local archive_ms = archived_upto(meta)
+keep_stream(stream, retention, archive_ms)
 redis.call('ZADD', unclaimed, int(expires), pid)
-add_index(index_key, pid, 1, 'prepared', h, now, retention)
+add_index(index_key, pid, 1, 'prepared', h, now, retention, archive_ms)
 return {'ok', int(now), tick(meta)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from service.config._values import HEX64
+from service.config._values import HEX64, SIGNER_KEY
 from service.config.table.entry import Variable
 from service.config.table.rules import (
     AbsolutePath,
@@ -67,6 +67,41 @@ LEDGER_VARIABLES: Final = (
         Matches(HEX64, "64 hex characters"),
         "adds a MAC to every ledger event; audits need the same key",
         secret=True,
+    ),
+    Variable(
+        "ANGELOS_LEDGER_ARCHIVE_DIR",
+        "store",
+        AbsolutePath(),
+        "where `serve` archives every ledger event into signed segments (created with mode "
+        "0700); while an archive exists, nothing unarchived expires",
+        shown="unset (no archiver in `serve`)",
+    ),
+    Variable(
+        "ANGELOS_AUDIT_SIGNING_KEY",
+        "store",
+        Matches(
+            SIGNER_KEY,
+            "a signer key from `angelos ledger keygen` (`PRIVATE+KEY+name+id+key`)",
+            "must be a signer key from `angelos ledger keygen`",
+        ),
+        "signs the archive's checkpoints (Ed25519); apart from every OAuth key; required with "
+        "`ANGELOS_LEDGER_ARCHIVE_DIR`",
+        secret=True,
+    ),
+    Variable(
+        "ANGELOS_LEDGER_ARCHIVE_CHECKPOINT_S",
+        "store",
+        Int(10, 86_400, test_low=1),
+        "longest time between two signed checkpoints while events arrive",
+        unset=300,
+    ),
+    Variable(
+        "ANGELOS_LEDGER_ARCHIVE_SEGMENT_BYTES",
+        "store",
+        Int(1_048_576, 1_073_741_824, test_low=256),
+        "size after which the archiver closes a segment (and signs a checkpoint)",
+        unset=67_108_864,
+        shown="{} (64 MiB)",
     ),
     Variable(
         "SEND_LEDGER_FSYNC",
