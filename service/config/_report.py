@@ -120,6 +120,10 @@ def _store(store: StoreConfig | None) -> dict[str, object]:
         "SEND_DISPATCHER_LEASE_MS": store.dispatcher_lease_ms,
         "SEND_DISPATCHER_LEASE_REFRESH_MS": store.dispatcher_lease_refresh_ms,
         "SEND_ANNOTATION_CAP": store.annotation_cap,
+        "ANGELOS_LEDGER_ARCHIVE_DIR": store.archive_dir,
+        "ANGELOS_AUDIT_SIGNING_KEY": store.audit_signing_key,
+        "ANGELOS_LEDGER_ARCHIVE_CHECKPOINT_S": store.archive_checkpoint_s,
+        "ANGELOS_LEDGER_ARCHIVE_SEGMENT_BYTES": store.archive_segment_bytes,
         "ANGELOS_REDIS_REST_URL": "unset",  # any value is a store problem
         "ANGELOS_REDIS_REST_TOKEN": "unset",
         "ANGELOS_ENV": _switch(store.test_mode),
