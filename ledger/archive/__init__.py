@@ -1,0 +1,1 @@
+"""The signed, append-only archive of the send ledger."""
