@@ -83,6 +83,13 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
     show_parser = sub.add_parser("show", help="the timeline of one send and what it proves")
     show_parser.add_argument("prepared_id")
     show_parser.add_argument("--report", type=Path, metavar="FILE.md", help="write a ticket page")
+    show_parser.add_argument(
+        "--archive", type=Path, metavar="DIR",
+        help="prove the send's records against this archive (default ANGELOS_LEDGER_ARCHIVE_DIR)",
+    )  # fmt: skip
+    show_parser.add_argument(
+        "--public-key", metavar="KEY", help="check the checkpoint's signature with this key"
+    )
     listing = sub.add_parser("list", help="sends with an event in a time range, and their state")
     listing.add_argument("--status", choices=STATUSES, help="only sends with this public status")
     listing.add_argument("--since", help=_WHEN_HELP)
@@ -155,6 +162,7 @@ def run_ledger(args: argparse.Namespace, config: Config) -> int:
         "acknowledge-rollback": _acknowledge,
         "archive": lambda args, store: archive(args, store, store_config),
     }
+    args.store_config = store_config
     command = commands[args.ledger_command]
     return asyncio.run(with_store(store_config, lambda store: command(args, store)))
 

@@ -25,7 +25,6 @@ from ledger.archive.live import LiveComparison, compare_live
 from ledger.archive.segments import ArchiveDamaged
 from ledger.archive.signed_note import (
     NoteError,
-    VerifierKey,
     generate_key,
     open_note,
 )
@@ -38,7 +37,7 @@ from schemas.errors import MailError
 from service.archive_task import archive_settings
 from service.config import StoreConfig
 from service.ledger_cli.audit_commands import answer
-from service.ledger_cli.common import FINDINGS, OK, USAGE, with_store
+from service.ledger_cli.common import FINDINGS, OK, USAGE, public_key_of, with_store
 
 DEFAULT_KEY_NAME = "angelos-audit"
 
@@ -116,14 +115,6 @@ async def archive(args: argparse.Namespace, store: LedgerStore, config: StoreCon
             file=sys.stderr,
         )
     return OK
-
-
-def public_key_of(text: str) -> VerifierKey:
-    """Read a verifier key given as text or as the path of a file holding it."""
-    candidate = Path(text)
-    if "+" not in text or candidate.is_file():
-        text = candidate.read_text(encoding="utf-8").strip()
-    return VerifierKey.parse(text)
 
 
 def verify_archive(args: argparse.Namespace, config: StoreConfig | None) -> int:

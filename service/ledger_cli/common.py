@@ -7,10 +7,12 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Final
 
 import msgspec
 
+from ledger.archive.signed_note import VerifierKey
 from ledger.audit.checks import AuditRules
 from ledger.chain import DEFAULT_SKEW_MS, key_of
 from ledger.store.ledger_store import LedgerStore
@@ -83,6 +85,14 @@ def parse_when(text: str, now_ms: int) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.now().astimezone().tzinfo).astimezone()
     return int(moment.timestamp() * 1000)
+
+
+def public_key_of(text: str) -> VerifierKey:
+    """Read a verifier key given as text or as the path of a file holding it."""
+    candidate = Path(text)
+    if "+" not in text or candidate.is_file():
+        text = candidate.read_text(encoding="utf-8").strip()
+    return VerifierKey.parse(text)
 
 
 def print_json(value: object) -> None:

@@ -9,8 +9,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import msgspec
 import redis.exceptions as rex
 
+from ledger.archive.proofs import SendInclusion, render_inclusion, send_inclusion
+from ledger.archive.segments import ArchiveDamaged
+from ledger.archive.signed_note import SignerKey, VerifierKey
 from ledger.audit.checks import missing_stream_findings
 from ledger.audit.evidence import LeaseCheck, lease_holder
 from ledger.audit.show import lifecycle_of, render, timeline
@@ -19,7 +23,14 @@ from ledger.audit.verify import audit_pids, items_are_pid
 from ledger.store.bulk import BulkReader
 from ledger.store.ledger_store import LedgerStore
 from schemas.ledger import LedgerEntry, LedgerUnavailable
-from service.ledger_cli.common import FINDINGS, OK, USAGE, print_json, rules_for
+from service.ledger_cli.common import (
+    FINDINGS,
+    OK,
+    USAGE,
+    print_json,
+    public_key_of,
+    rules_for,
+)
 
 
 async def show(args: argparse.Namespace, store: LedgerStore) -> int:
@@ -51,11 +62,36 @@ async def show(args: argparse.Namespace, store: LedgerStore) -> int:
         # Standard output stays one JSON document with --json.
         where = sys.stderr if args.json else sys.stdout
         print(f"report on {pid} written to {written}", file=where)
+    try:
+        inclusion = await archived_proofs(args, store, pid)
+    except (OSError, ValueError, ArchiveDamaged) as exc:
+        print(f"angelos ledger: the archive: {exc}", file=sys.stderr)
+        return USAGE
     if args.json:
-        print_json(view)
+        print_json(view if inclusion is None else {
+            **msgspec.to_builtins(view), "inclusion": msgspec.to_builtins(inclusion)
+        })  # fmt: skip
     elif report is None:
         print(render(view))
+        if inclusion is not None:
+            print(render_inclusion(inclusion))
     return FINDINGS if audit.findings else OK
+
+
+async def archived_proofs(
+    args: argparse.Namespace, store: LedgerStore, pid: str
+) -> SendInclusion | None:
+    """The send's inclusion proofs when an archive is configured or given (None otherwise)."""
+    config = args.store_config
+    where = args.archive or (None if config.archive_dir is None else Path(config.archive_dir))
+    if where is None:
+        return None
+    key: VerifierKey | None = None
+    if args.public_key:
+        key = public_key_of(args.public_key)
+    elif config.audit_signing_key is not None:
+        key = SignerKey.parse(config.audit_signing_key.reveal()).verifier()
+    return await asyncio.to_thread(send_inclusion, where, pid, key)
 
 
 async def lease_check(

@@ -8,6 +8,7 @@ or changed. The clean case has zero findings.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import aics_tlog
 import pytest
 import redis.asyncio as aioredis
 
@@ -380,3 +382,35 @@ async def test_an_archive_verifies_on_a_machine_with_no_ledger_variables(
     assert report["checked"]["archive"]["live"].startswith("no ANGELOS_REDIS_URL")
     assert {"ledger"} == {rule["source"] for rule in report["checked"]["rules"][:2]}
     assert not (home / ".local").exists()  # no embedded store was started for it
+
+
+async def test_show_proves_each_record_and_an_independent_verifier_agrees(
+    services: Services, namespace: str, store: LedgerStore, keys: Keys, archive_dir: Path,
+) -> None:  # fmt: skip
+    sends = await some_sends(store)
+    assert 0 == archive_once(services, namespace, keys, archive_dir).returncode
+    pid = sends["accepted"]
+    done = run_ledger(services, namespace, "show", pid, "--json", **archive_env(keys, archive_dir))
+    inclusion = as_json(done)["inclusion"]
+    assert inclusion["signature"].startswith("verified under angelos-audit")
+    _, path = list_checkpoints(archive_dir)[-1]
+    note = aics_tlog.parse_note(path.read_bytes())
+    result = aics_tlog.verify_checkpoint(note, aics_tlog.parse_vkey(keys.public))
+    assert result.ok, result.error
+    checkpoint = aics_tlog.parse_checkpoint(note.text)
+    assert base64.b64encode(checkpoint.root).decode() == inclusion["root"]
+    assert checkpoint.size == inclusion["tree_size"]
+    proofs = inclusion["records"]
+    assert [1, 2, 3, 4, 5] == [proof["seq"] for proof in proofs]  # prepared .. smtp_accepted
+    lines = [line for s in list_segments(archive_dir) for line in s.path.read_bytes().split(b"\n")]
+    for proof in proofs:
+        leaf = lines[proof["leaf_index"]]
+        assert pid.encode() in leaf
+        assert aics_tlog.verify_leaf_inclusion(
+            leaf, proof["leaf_index"], checkpoint.size,
+            [base64.b64decode(step) for step in proof["proof"]], checkpoint.root,
+        )  # fmt: skip
+        assert proof["verified"]
+    text = run_ledger(services, namespace, "show", pid, **archive_env(keys, archive_dir))
+    assert f"checkpoint {path.name}" in text.stdout
+    assert text.stdout.count(" proved by ") == len(proofs)
