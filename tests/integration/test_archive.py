@@ -8,23 +8,28 @@ or changed. The clean case has zero findings.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import shutil
 import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import aics_tlog
 import pytest
 import redis.asyncio as aioredis
+from faults.harness import call
 
 from ledger.archive import records
 from ledger.archive.segments import list_checkpoints, list_segments
 from ledger.archive.signed_note import SignerKey, VerifierKey, generate_key, open_note, sign
 from ledger.store.ledger_store import LedgerStore
-from support.angelos_process import ROOT, angelos_command, clean_env
+from support.angelos_process import ROOT, angelos_command, clean_env, http_server
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT
 from support.ledger_cli import (
     as_json,
@@ -40,6 +45,7 @@ from support.services import Services
 pytestmark = pytest.mark.services
 __all__ = ["namespace_fixture", "session_redis_fixture", "store_fixture"]
 
+LOCAL_OWNER = ("--insecure-local-owner", "archive-owner")
 FAULT_ENTRY = ROOT / "tests" / "faults" / "archive_fault.py"
 
 
@@ -414,3 +420,65 @@ async def test_show_proves_each_record_and_an_independent_verifier_agrees(
     text = run_ledger(services, namespace, "show", pid, **archive_env(keys, archive_dir))
     assert f"checkpoint {path.name}" in text.stdout
     assert text.stdout.count(" proved by ") == len(proofs)
+
+
+# --- serve: the archiver in the background, and how far behind it is -----------------------
+
+
+def healthz_archive(base: str, until: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Poll /healthz until its ledger_archive part satisfies `until` (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while True:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=2) as answer:
+            body = json.loads(answer.read())
+        status = body.get("sending", {}).get("ledger_archive")
+        if status is not None and until(status):
+            return dict(status)
+        assert time.monotonic() < deadline, body
+        time.sleep(0.2)
+
+
+async def test_serve_archives_in_the_background_and_healthz_says_how_far(
+    services: Services, namespace: str, store: LedgerStore, keys: Keys, archive_dir: Path,
+) -> None:  # fmt: skip
+    sends = await some_sends(store)
+    env = {**services.product_env, "SEND_LEDGER_NAMESPACE": namespace,
+           "ANGELOS_ALLOW_FAULT_INJECTION": "1", "ANGELOS_ENV": "test",
+           "ANGELOS_LEDGER_ARCHIVE_CHECKPOINT_S": "1", "ANGELOS_LOCAL_SCOPES": "mail.read",
+           **archive_env(keys, archive_dir)}  # fmt: skip
+    with http_server(env, *LOCAL_OWNER) as base:
+        status = await asyncio.to_thread(
+            healthz_archive, base, lambda s: s["behind_events"] == 0 and s["records"] > 0
+        )
+        assert "archiving" == status["state"]
+        assert 0 == status["behind_ms"]
+        assert "kept until archived" in status["retention"]
+        status = await asyncio.to_thread(
+            healthz_archive, base, lambda s: s["last_checkpoint_size"] == s["records"]
+        )
+        answer = await call(f"{base}/mcp", "mail_query", {"action": "capabilities"})
+        assert "archiving" == answer["ledger_archive"]["state"]
+        assert status["records"] <= answer["ledger_archive"]["records"]
+    found = archived(archive_dir)
+    assert len(found) == status["records"]
+    assert set(sends.values()) <= {r.pid for r in found if isinstance(r, records.EventRecord)}
+    code, report = verify(services, namespace, keys, archive_dir)
+    assert ([], 0) == (report["findings"], code)
+
+
+async def test_healthz_says_by_how_much_an_archiver_elsewhere_is_behind(
+    services: Services, namespace: str, store: LedgerStore, keys: Keys, archive_dir: Path,
+    client: aioredis.Redis,
+) -> None:  # fmt: skip
+    await some_sends(store)
+    assert 0 == archive_once(services, namespace, keys, archive_dir).returncode
+    await some_sends(store)  # 4 sends, 13 index entries the archiver has not taken
+    waiting = len(await index_ids(client, store)) - len(event_ixs(archived(archive_dir)))
+    env = {**services.product_env, "SEND_LEDGER_NAMESPACE": namespace,
+           "ANGELOS_LOCAL_SCOPES": "mail.read"}  # fmt: skip
+    with http_server(env, *LOCAL_OWNER) as base:
+        status = await asyncio.to_thread(healthz_archive, base, lambda s: True)
+    assert "elsewhere" == status["state"]
+    assert waiting == status["behind_events"] > 0
+    assert status["behind_ms"] > 0
+    assert not status["behind_more"]
