@@ -13,6 +13,7 @@ from typing import Any, Final, NamedTuple
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 
+from ledger.ids import new_id
 from ledger.store.answers import text
 from ledger.store.bulk import BulkReader, IndexEntry, index_entry_from, pages, stored_entry
 from ledger.store.keys import LedgerKeys
@@ -72,7 +73,7 @@ class ArchivePosition:
 
     async def enroll(self) -> Enrolled:
         """Start the position if there is none, and read it with the store's identity."""
-        reply = await self._run("enroll")
+        reply = await self._run("enroll", new_id())
         if reply[0] != "ok":
             raise ArchiveRefused("another archiver took the lease")
         retention = str(reply[4])

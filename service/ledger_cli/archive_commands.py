@@ -67,7 +67,10 @@ def keygen(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"angelos ledger: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
         return USAGE
-    print(f"signer key written to {args.out} (mode 0600); set ANGELOS_AUDIT_SIGNING_KEY to it")
+    print(
+        f"signer key written to {args.out} (mode 0600): set ANGELOS_AUDIT_SIGNING_KEY to its "
+        "line on the archiving server, and keep it secret"
+    )
     print(f"public key written to {public}:")
     print(verifier.text())
     return OK
@@ -174,7 +177,7 @@ def _live_choice(args: argparse.Namespace, config: StoreConfig | None, found: Ar
     if config is None or config.mode == "off":
         return "no ledger store configured"
     if config.mode != "redis" and not args.live:
-        return "no ANGELOS_REDIS_URL set (pass --live to compare with the embedded store)"
+        return "no ANGELOS_REDIS_URL set; --live compares with the embedded store"
     return "checked"
 
 

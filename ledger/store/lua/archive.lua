@@ -31,7 +31,9 @@ if not holds_lease() then
 end
 
 if op == 'enroll' then
+  -- ARGV: op, token, a fresh store ID (kept only when the ledger has none yet).
   -- Start (or find) the archive's position; from here on nothing unarchived expires.
+  redis.call('HSETNX', meta, 'store_id', ARGV[3])
   redis.call('HSETNX', meta, 'archive_pos', '0-0')
   redis.call('HSETNX', meta, 'archive_n', '0')
   local got = redis.call('HMGET', meta, 'archive_pos', 'archive_n', 'store_id', 'retention_ms')
