@@ -45,6 +45,7 @@ class ArchiveRead(Struct, kw_only=True):
     segments: int = 0
     checkpoints: list[SignedCheckpoint] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
+    shift: int = 0  # record numbers minus positions since the last discontinuity reported
 
 
 def read_archive(root: Path, key: VerifierKey) -> ArchiveRead:
@@ -66,6 +67,7 @@ def read_archive(root: Path, key: VerifierKey) -> ArchiveRead:
                 f"segment {name} should start at record {len(found.leaves)}; its name says "
                 f"{segment.first}: a segment was removed, swapped or renamed",
             ))  # fmt: skip
+        found.shift = segment.first - len(found.leaves)
         if torn:
             last = number == len(segments) - 1
             found.problems.append(Finding(
@@ -89,7 +91,8 @@ def _take(found: ArchiveRead, segment: str, line: bytes) -> None:
             Finding("", 0, "archive_bad_record", f"record {n} in {segment} is not readable")
         )
         return
-    if record.n != n:
+    if record.n - n != found.shift:  # one finding per discontinuity, not one per record
+        found.shift = record.n - n
         found.problems.append(Finding(
             "", 0, "archive_out_of_sequence",
             f"{segment} holds record {record.n} where record {n} belongs: records were "
