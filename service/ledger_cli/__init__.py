@@ -24,7 +24,7 @@ from ledger.store.ledger_store import LedgerStore
 from service.config import Config
 from service.ledger_cli.archive_commands import (
     DEFAULT_KEY_NAME,
-    archive,
+    archive_command,
     keygen,
     verify_archive,
 )
@@ -160,8 +160,9 @@ def run_ledger(args: argparse.Namespace, config: Config) -> int:
         "recover": recover,
         "resolve": resolve,
         "acknowledge-rollback": _acknowledge,
-        "archive": lambda args, store: archive(args, store, store_config),
     }
+    if args.ledger_command == "archive":
+        return archive_command(args, store_config)
     args.store_config = store_config
     command = commands[args.ledger_command]
     return asyncio.run(with_store(store_config, lambda store: command(args, store)))

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from ledger.archive.archiver import Archiver, ArchiveRefused
+from ledger.archive.archiver import Archiver, ArchiveRefused, ArchiveSettings
 from ledger.archive.audit import (
     ArchiveRead,
     archive_rules,
@@ -76,12 +76,17 @@ def keygen(args: argparse.Namespace) -> int:
     return OK
 
 
-async def archive(args: argparse.Namespace, store: LedgerStore, config: StoreConfig) -> int:
-    """Run the archiver until stopped (or, with --once, until it has caught up)."""
+def archive_command(args: argparse.Namespace, config: StoreConfig) -> int:
+    """`angelos ledger archive`: its settings are checked before the store is opened."""
     settings = archive_settings(config, args.dir)
     if isinstance(settings, str):
         print(f"angelos ledger: {settings}", file=sys.stderr)
         return USAGE
+    return asyncio.run(with_store(config, lambda store: archive(args, store, settings)))
+
+
+async def archive(args: argparse.Namespace, store: LedgerStore, settings: ArchiveSettings) -> int:
+    """Run the archiver until stopped (or, with --once, until it has caught up)."""
     archiver = Archiver.for_client(store.client, store.keys, settings)
     try:
         await archiver.start()

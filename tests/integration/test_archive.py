@@ -482,3 +482,29 @@ async def test_healthz_says_by_how_much_an_archiver_elsewhere_is_behind(
     assert waiting == status["behind_events"] > 0
     assert status["behind_ms"] > 0
     assert not status["behind_more"]
+
+
+def test_a_bad_archive_setting_is_refused_before_any_store_access(
+    services: Services, keys: Keys, tmp_path: Path
+) -> None:
+    closed = "redis://127.0.0.1:1/0"  # nothing listens: any store access would say so (exit 3)
+    relative = run_ledger(services, "unused", "archive", "--once", "--dir", "relative/dir",
+                          ANGELOS_AUDIT_SIGNING_KEY=keys.signer, ANGELOS_REDIS_URL=closed)
+    assert (2, "angelos ledger: the archive directory must be an absolute path\n") == (
+        relative.returncode, relative.stderr)  # fmt: skip
+    unsigned = run_ledger(services, "unused", "archive", "--once", "--dir", str(tmp_path),
+                          ANGELOS_REDIS_URL=closed)  # fmt: skip
+    assert 2 == unsigned.returncode
+    assert "ANGELOS_AUDIT_SIGNING_KEY is not set" in unsigned.stderr
+    malformed = run_ledger(services, "unused", "archive", "--once",
+                           ANGELOS_LEDGER_ARCHIVE_DIR=str(tmp_path),
+                           ANGELOS_AUDIT_SIGNING_KEY=keys.signer[:-2] + "!!",
+                           ANGELOS_REDIS_URL=closed)  # fmt: skip
+    assert 2 == malformed.returncode
+    assert "ANGELOS_AUDIT_SIGNING_KEY: must be a signer key" in malformed.stderr
+    assert keys.signer[20:] not in malformed.stderr  # the secret is never echoed
+    bad_key = run_ledger(services, "unused", "verify", "--archive", str(tmp_path),
+                         "--public-key", "not+a+key", ANGELOS_REDIS_URL=closed)  # fmt: skip
+    assert 2 == bad_key.returncode
+    assert "--public-key" in bad_key.stderr
+    assert [] == list(tmp_path.iterdir())  # nothing was written either
