@@ -104,7 +104,7 @@ def _take(found: ArchiveRead, segment: str, line: bytes) -> None:
         found.missing.append(record)
         found.ixs[record.ix] = (record.pid, record.seq, record.h)
     else:
-        found.entries.setdefault(record.pid, []).append(record.entry())
+        found.entries.setdefault(record.pid, []).append(record)
         found.last_ix[record.pid] = record.ix
         found.ixs[record.ix] = (record.pid, int(record.id.partition("-")[2] or 0), record.h)
 

@@ -18,26 +18,16 @@ from schemas.ledger import LedgerEntry
 ARCHIVE_FORMAT: Final = 1
 
 
-class EventRecord(Struct, frozen=True, kw_only=True, tag="event", tag_field="r",
+class EventRecord(LedgerEntry, frozen=True, kw_only=True, tag="event", tag_field="r",
                   omit_defaults=True):
-    """One ledger entry exactly as stored, at the index position it was appended under."""
+    """One ledger entry exactly as stored (it is a LedgerEntry), with its place in the archive.
+
+    Being the entry itself, a decoded record goes to the audit without a copy.
+    """
 
     n: int
     ix: str  # the index entry's ID: the append order across every send
-    pid: str
-    id: str
-    e: str
-    h: str
-    t: str
-    eid: str
-    srv_ms: int
-    m: str | UnsetType = UNSET
     index_h: str | UnsetType = UNSET  # only when the index named another hash than the entry's
-
-    def entry(self) -> LedgerEntry:
-        """Return the ledger entry this record holds."""
-        return LedgerEntry(pid=self.pid, id=self.id, e=self.e, h=self.h, t=self.t,
-                           eid=self.eid, srv_ms=self.srv_ms, m=self.m)
 
 
 class MissingRecord(Struct, frozen=True, kw_only=True, tag="missing", tag_field="r"):
@@ -83,7 +73,7 @@ def decode(line: bytes) -> Record:
 def event_record(n: int, ix: str, entry: LedgerEntry, index_h: str) -> EventRecord:
     """Archive one stored entry at leaf `n` under index entry `ix`."""
     return EventRecord(
-        n=n, ix=ix, pid=entry.pid, id=entry.id, e=entry.e, h=entry.h, t=entry.t,
-        eid=entry.eid, srv_ms=entry.srv_ms, m=entry.m,
+        pid=entry.pid, id=entry.id, e=entry.e, h=entry.h, t=entry.t, eid=entry.eid,
+        srv_ms=entry.srv_ms, m=entry.m, n=n, ix=ix,
         index_h=UNSET if index_h == entry.h else index_h,
     )
