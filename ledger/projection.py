@@ -6,7 +6,7 @@ import hmac
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal, NamedTuple
 
 import msgspec
 
@@ -96,11 +96,25 @@ def _owns(first: LedgerEntry, owner: str | None) -> bool:
     return hmac.compare_digest(getattr(stored, "owner", ""), owner)
 
 
-def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
-    """Map a folded lifecycle to its public status (docs/ledger.md) plus `sent_filing` etc."""
+class PublicState(NamedTuple):
+    """What public_status says of a lifecycle, before it is dressed as an answer."""
+
+    status: PublicStatus | Literal["unavailable"]
+    stage: str | None  # a public stage, or None
+    recovered: bool
+
+
+_UNAVAILABLE_STATE: Final = PublicState("unavailable", None, False)
+
+
+def public_state(lifecycle: Lifecycle, now_ms: int) -> PublicState:
+    """Map a folded lifecycle to its public status, stage and recovery.
+
+    The audit reads only these; public_status builds the whole answer from them.
+    """
     prepared = lifecycle.prepared
     if prepared is None:
-        return UNAVAILABLE
+        return _UNAVAILABLE_STATE
     if len(prepared.message_id.encode()) > MAX_MESSAGE_ID_BYTES:
         raise LedgerCorrupt("the stored Message-ID is too long")
     if not 0 < prepared.expires_ms <= _MAX_EXPIRES_MS:
@@ -123,14 +137,24 @@ def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
         raise LedgerCorrupt("the send ledger stream has no public status")
     stage = _stage(lifecycle) if status in ("accepted", "rejected", "unknown") else None
     recovered = isinstance(lifecycle.terminal, RecoveryClassified)
-    queued = state == "CLAIMED" and lifecycle.queued
+    return PublicState(status, stage if stage in PUBLIC_STAGES else None, recovered)
+
+
+def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
+    """Map a folded lifecycle to its public status (docs/ledger.md) plus `sent_filing` etc."""
+    prepared = lifecycle.prepared
+    if prepared is None:
+        return UNAVAILABLE
+    answer = public_state(lifecycle, now_ms)
+    status = answer.status
+    queued = lifecycle.state == "CLAIMED" and lifecycle.queued
     return SendStatusResult(
         status=status,
         message_id=prepared.message_id,
         expires_at=rfc3339_seconds(prepared.expires_ms),
-        stage=stage if stage in PUBLIC_STAGES else msgspec.UNSET,
+        stage=msgspec.UNSET if answer.stage is None else answer.stage,
         sent_filing=_sent_filing(lifecycle, status),
-        recovered=True if recovered else msgspec.UNSET,
+        recovered=True if answer.recovered else msgspec.UNSET,
         queued=True if queued else msgspec.UNSET,
         resolution=(lifecycle.resolutions[-1].outcome if lifecycle.resolutions else msgspec.UNSET),
     )

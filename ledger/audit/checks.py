@@ -15,7 +15,7 @@ from msgspec import Struct, UnsetType, field
 
 from ledger.chain import DEFAULT_SKEW_MS, chain_problems, verified_events
 from ledger.lifecycle import Lifecycle, advance, recorded_grace
-from ledger.projection import public_status
+from ledger.projection import public_state
 from ledger.store.bulk import IndexEntry
 from schemas.errors import MailError
 from schemas.ledger import Event, InvalidTransition, LedgerEntry, decode_event
@@ -98,7 +98,8 @@ def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) ->
         findings.append(broken)
         return _corrupt(pid, len(entries), last_srv, findings)
     findings += _rules(pid, entries, events, lifecycle, rules)
-    answer = public_status(lifecycle, rules.as_of_ms)
+    # The status, stage and recovery are all the verdict needs of the public answer.
+    answer = public_state(lifecycle, rules.as_of_ms)
     late = any(event.type == "late_outcome_observed" for event in events)
     reason = investigate_reason(
         answer.status,
@@ -115,8 +116,8 @@ def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) ->
         pid=pid,
         events=len(entries),
         status=answer.status,
-        stage=answer.stage if isinstance(answer.stage, str) else "",
-        recovered=answer.recovered is True,
+        stage=answer.stage or "",
+        recovered=answer.recovered,
         late_outcome=late,
         last_srv_ms=last_srv,
         findings=findings,
