@@ -182,22 +182,24 @@ def advance(lifecycle: Lifecycle, event: Event, srv_ms: int | None = None) -> Li
     must not precede the preparation deadline.
     """
     state = lifecycle.state
-    if event.type in ANNOTATION_TYPES:
+    kind = event.type
+    if kind in ANNOTATION_TYPES:
         if state == "NONE":
-            raise InvalidTransition(state, event.type, "an annotation needs a prepared stream")
+            raise InvalidTransition(state, kind, "an annotation needs a prepared stream")
         return msgspec.structs.replace(
             lifecycle,
             annotations=lifecycle.annotations + 1,
-            queued=lifecycle.queued or event.type == "dispatch_queued",
+            queued=lifecycle.queued or kind == "dispatch_queued",
         )
-    rule = rule_for(state, event.type)
+    rule = rule_for(state, kind)
     if rule is None:
-        raise InvalidTransition(state, event.type)
-    if event.type == "prepared" and event.seq != 1:
-        raise InvalidTransition(state, event.type, "prepared must be the first event")
-    if not guards_hold(rule, event.data):
-        raise InvalidTransition(state, event.type, "its data does not fit this state")
-    _check_need(lifecycle, rule, event, srv_ms)
+        raise InvalidTransition(state, kind)
+    if kind == "prepared" and event.seq != 1:
+        raise InvalidTransition(state, kind, "prepared must be the first event")
+    if rule.when and not guards_hold(rule, event.data):
+        raise InvalidTransition(state, kind, "its data does not fit this state")
+    if rule.need:
+        _check_need(lifecycle, rule, event, srv_ms)
     return _record(lifecycle, rule.to, event, srv_ms)
 
 
@@ -218,31 +220,42 @@ def _check_need(lifecycle: Lifecycle, rule: Rule, event: Event, srv_ms: int | No
 
 def _record(lifecycle: Lifecycle, to: State, event: Event, srv_ms: int | None) -> Lifecycle:
     data = event.data
+    kind = event.type
+    count = lifecycle.lifecycle_events + 1
     if isinstance(data, OperatorResolution):  # the lifecycle itself does not move
         return msgspec.structs.replace(
-            lifecycle,
-            resolutions=(*lifecycle.resolutions, data),
-            lifecycle_events=lifecycle.lifecycle_events + 1,
+            lifecycle, resolutions=(*lifecycle.resolutions, data), lifecycle_events=count
         )
-    changes: dict[str, object] = {
-        "state": to,
-        "last_lifecycle_type": event.type,
-        "lifecycle_events": lifecycle.lifecycle_events + 1,
-    }
+    # Which event later decisions need, if any: one replace per event, no dict of changes.
+    replace = msgspec.structs.replace
     if isinstance(data, Prepared):
-        changes["prepared"] = data
-    elif isinstance(data, Claimed):
-        changes["claimed"] = data
-        changes["claimed_srv_ms"] = srv_ms
-    elif isinstance(data, SmtpAttemptStarted):
-        changes["attempt"] = data
-    elif event.type in DISPATCH_TERMINAL_TYPES:
-        changes["terminal"] = data
-    elif event.type == "sent_filing_started":
-        changes["filing_srv_ms"] = srv_ms
-    elif isinstance(data, SentFilingSucceeded | SentFilingFailed):
-        changes["filing_result"] = data
-    return msgspec.structs.replace(lifecycle, **changes)
+        return replace(
+            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, prepared=data
+        )
+    if isinstance(data, Claimed):
+        return replace(
+            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, claimed=data,
+            claimed_srv_ms=srv_ms,
+        )  # fmt: skip
+    if isinstance(data, SmtpAttemptStarted):
+        return replace(
+            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, attempt=data
+        )
+    if kind in DISPATCH_TERMINAL_TYPES:
+        return replace(
+            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, terminal=data
+        )
+    if kind == "sent_filing_started":
+        return replace(
+            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count,
+            filing_srv_ms=srv_ms,
+        )  # fmt: skip
+    if isinstance(data, SentFilingSucceeded | SentFilingFailed):
+        return replace(
+            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count,
+            filing_result=data,
+        )  # fmt: skip
+    return replace(lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count)
 
 
 def fold(events: Sequence[Event], srv_ms: Sequence[int] | None = None) -> Lifecycle:
