@@ -16,7 +16,12 @@ from msgspec import Struct, field
 
 from ledger.archive import checkpoint as checkpoint_format
 from ledger.archive import records
-from ledger.archive.merkle import Frontier, consistency_proof, leaf_hash, verify_consistency
+from ledger.archive.merkle import (
+    consistency_proof,
+    leaf_hash,
+    prefix_roots,
+    verify_consistency,
+)
 from ledger.archive.segments import ArchiveDamaged, list_checkpoints, read_records
 from ledger.archive.signed_note import NoteError, VerifierKey, open_note
 from ledger.audit.checks import AuditRules, Finding, audit_stream
@@ -37,8 +42,7 @@ class ArchiveRead(Struct, kw_only=True):
     """An archive read back: events per send, what it lacked, its tree and its checkpoints."""
 
     entries: dict[str, list[LedgerEntry]] = field(default_factory=dict)
-    last_ix: dict[str, str] = field(default_factory=dict)  # each send's last index entry ID
-    ixs: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # ix -> (pid, seq, h)
+    ixs: dict[str, records.EventRecord | records.MissingRecord] = field(default_factory=dict)
     missing: list[records.MissingRecord] = field(default_factory=list)
     rules: list[records.RulesRecord] = field(default_factory=list)
     leaves: list[bytes] = field(default_factory=list)
@@ -102,11 +106,10 @@ def _take(found: ArchiveRead, segment: str, line: bytes) -> None:
         found.rules.append(record)
     elif isinstance(record, records.MissingRecord):
         found.missing.append(record)
-        found.ixs[record.ix] = (record.pid, record.seq, record.h)
+        found.ixs[record.ix] = record
     else:
         found.entries.setdefault(record.pid, []).append(record)
-        found.last_ix[record.pid] = record.ix
-        found.ixs[record.ix] = (record.pid, int(record.id.partition("-")[2] or 0), record.h)
+        found.ixs[record.ix] = record
 
 
 def _check_checkpoints(found: ArchiveRead, root: Path, key: VerifierKey) -> None:
@@ -137,34 +140,27 @@ def _check_checkpoints(found: ArchiveRead, root: Path, key: VerifierKey) -> None
         found.problems.append(Finding(
             "", 0, "checkpoint_origin_mixed", f"checkpoints name {len(origins)} different logs",
         ))  # fmt: skip
-    frontier = Frontier()
-    sizes = sorted(wanted)
-    pending = iter(sizes)
-    target = next(pending, None)
-    for index in range(len(found.leaves) + 1):
-        while target is not None and target == frontier.size:
-            root_now = frontier.root()
-            for name, parsed in wanted[target]:
-                if parsed.root != root_now:
-                    found.problems.append(Finding(
-                        "", 0, "checkpoint_root_mismatch",
-                        f"checkpoint {name} signed a tree of {target} records the archive no "
-                        "longer holds: a record before it was changed, removed or reordered",
-                    ))  # fmt: skip
-                else:
-                    found.checkpoints.append(
-                        SignedCheckpoint(parsed.size, parsed.root, parsed.origin, name)
-                    )
-            target = next(pending, None)
-        if index < len(found.leaves):
-            frontier.append(found.leaves[index])
-    beyond = [] if target is None else [target, *pending]
-    for size in beyond:
-        found.problems.append(Finding(
-            "", 0, "archive_truncated",
-            f"checkpoint {size:020d}.note signed {size} records; the archive holds "
-            f"{len(found.leaves)}: records were cut off",
-        ))  # fmt: skip
+    held = [size for size in sorted(wanted) if size <= len(found.leaves)]
+    roots = prefix_roots(found.leaves, held)
+    for size in held:
+        for name, parsed in wanted[size]:
+            if parsed.root != roots[size]:
+                found.problems.append(Finding(
+                    "", 0, "checkpoint_root_mismatch",
+                    f"checkpoint {name} signed a tree of {size} records the archive no "
+                    "longer holds: a record before it was changed, removed or reordered",
+                ))  # fmt: skip
+            else:
+                found.checkpoints.append(
+                    SignedCheckpoint(parsed.size, parsed.root, parsed.origin, name)
+                )
+    for size in sorted(wanted):
+        if size > len(found.leaves):
+            found.problems.append(Finding(
+                "", 0, "archive_truncated",
+                f"checkpoint {size:020d}.note signed {size} records; the archive holds "
+                f"{len(found.leaves)}: records were cut off",
+            ))  # fmt: skip
 
 
 def consistent_from(found: ArchiveRead, earlier: checkpoint_format.Checkpoint) -> Finding | None:

@@ -54,7 +54,7 @@ async def compare_live(
                 f"the store holds this {item.t or 'event'} under index entry {item.id}, "
                 "before the archive's position, but the archive lacks it",
             ))  # fmt: skip
-        elif archived != (item.pid, item.seq, item.h):
+        elif (archived.pid, archived.seq, archived.h) != (item.pid, item.seq, item.h):
             findings.append(Finding(
                 item.pid, item.seq, "live_changed",
                 f"index entry {item.id} names another event live than archived",

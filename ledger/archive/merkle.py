@@ -34,6 +34,35 @@ def root(leaf_hashes: Sequence[bytes]) -> bytes:
     return _mth(leaf_hashes)
 
 
+def prefix_roots(leaf_hashes: Sequence[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
+    """Return the root of the first `size` leaves for each size, hashing every node once.
+
+    The perfect subtrees are built level by level; a prefix's root folds, right to left, the
+    subtrees its size's binary digits name (RFC 9162 splits at the largest power of two).
+    """
+    _check_hashes(leaf_hashes)
+    levels: list[Sequence[bytes]] = [leaf_hashes]
+    sha = _sha256
+    while len(levels[-1]) > 1:
+        pairs = iter(levels[-1])  # neighbours in pairs; an odd last node has no parent here
+        levels.append([sha(b"\x01" + a + b).digest() for a, b in zip(pairs, pairs, strict=False)])
+    roots: dict[int, bytes] = {}
+    for size in sizes:
+        if not 0 <= size <= len(leaf_hashes):
+            raise ValueError(f"no prefix of {size} in {len(leaf_hashes)} leaves")
+        parts: list[bytes] = []
+        start = 0
+        for level in range(size.bit_length() - 1, -1, -1):
+            if size >> level & 1:
+                parts.append(levels[level][start >> level])
+                start += 1 << level
+        folded = parts.pop() if parts else EMPTY_ROOT
+        while parts:
+            folded = sha(b"\x01" + parts.pop() + folded).digest()
+        roots[size] = folded
+    return roots
+
+
 def inclusion_proof(leaf_hashes: Sequence[bytes], index: int, size: int) -> list[bytes]:
     """Return the RFC 9162 inclusion proof of leaf `index` in the tree of the first `size`."""
     if not 0 <= index < size <= len(leaf_hashes):

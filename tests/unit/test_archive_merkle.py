@@ -15,6 +15,7 @@ from ledger.archive.merkle import (
     inclusion_proof,
     leaf_hash,
     node_hash,
+    prefix_roots,
     root,
     verify_consistency,
     verify_inclusion,
@@ -491,3 +492,10 @@ class TestFrontier:
         with pytest.raises(ValueError, match="32 bytes"):
             frontier.append(b"raw leaf data")
         assert 0 == frontier.size
+
+
+@given(st.integers(min_value=0, max_value=70), st.data())
+def test_prefix_roots_equal_the_root_of_each_prefix(count: int, data: st.DataObject) -> None:
+    leaves = [leaf_hash(bytes([i % 256, i // 256])) for i in range(count)]
+    sizes = data.draw(st.lists(st.integers(min_value=0, max_value=count), max_size=6))
+    assert {size: root(leaves[:size]) for size in sizes} == prefix_roots(leaves, sizes)
