@@ -13,7 +13,7 @@ from typing import Final, Literal
 import msgspec
 from msgspec import Struct, UnsetType, field
 
-from ledger.chain import DEFAULT_SKEW_MS, chain_problems, verified_events
+from ledger.chain import DEFAULT_SKEW_MS, checked_events
 from ledger.lifecycle import Lifecycle, advance, recorded_grace
 from ledger.projection import public_state
 from ledger.store.bulk import IndexEntry
@@ -83,16 +83,13 @@ class StreamAudit(Struct, frozen=True, kw_only=True):
 
 def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) -> StreamAudit:
     """Check one stream and replay its public status as of `rules.as_of_ms`."""
-    last_srv = max((entry.srv_ms for entry in entries), default=0)
-    try:
-        events = verified_events(pid, entries, key=rules.key)
-    except MailError:
-        problems = chain_problems(pid, entries, key=rules.key, skew_ms=rules.skew_ms)
-        findings = [Finding(pid, p.seq, p.kind, p.detail) for p in problems]
-        if not findings:  # verified_events is stricter only on the skew-free walk; keep honest
-            findings = [Finding(pid, 0, "chain", "the chain did not verify")]
+    last_srv = max([entry.srv_ms for entry in entries], default=0)
+    # One walk decodes each event once and finds every chain problem; a clock skew alone is a
+    # finding about a stream that still verifies, anything else makes the stream corrupt.
+    problems, events = checked_events(pid, entries, key=rules.key, skew_ms=rules.skew_ms)
+    findings = [Finding(pid, p.seq, p.kind, p.detail) for p in problems]
+    if any(p.kind != "clock_skew" for p in problems):
         return _corrupt(pid, len(entries), last_srv, findings)
-    findings = _skew(pid, entries, events, rules.skew_ms)
     lifecycle, broken = _fold(pid, entries, events)
     if broken is not None:
         findings.append(broken)
@@ -156,16 +153,6 @@ def _corrupt(pid: str, events: int, last_srv: int, findings: list[Finding]) -> S
         findings=findings,
         investigate="integrity findings",
     )
-
-
-def _skew(
-    pid: str, entries: Sequence[LedgerEntry], events: Sequence[Event], skew_ms: int
-) -> list[Finding]:
-    return [
-        Finding(pid, event.seq, "clock_skew", "at_ms is too far from srv_ms")
-        for entry, event in zip(entries, events, strict=True)
-        if abs(event.at_ms - entry.srv_ms) > skew_ms
-    ]
 
 
 def _fold(
