@@ -14,7 +14,15 @@ from typing import Final
 
 from msgspec import Struct, UnsetType
 
-from schemas.ledger import Event, EventRejected, LedgerCorrupt, LedgerEntry, decode_event
+from schemas.ledger import (
+    Event,
+    EventRejected,
+    LedgerCorrupt,
+    LedgerEntry,
+    decode_event,
+    decode_linked,
+    pid_fits,
+)
 from schemas.ledger_events import MAX_ENTRIES
 from schemas.secret import Secret
 
@@ -112,6 +120,10 @@ def _walk(
         problems.append(ChainProblem(0, "too_long", f"more than {MAX_ENTRIES} entries"))
     keyed = None if key is None else _keyed(key)  # K is set up once per stream, not per entry
     prev = genesis(pid)
+    # What decode_linked may take as proven: the pid once checked, and prev while it is the
+    # genesis or a verified hash (both fit their patterns).
+    linked_pid = pid if pid_fits(pid) else None
+    linked: str | None = prev
     last_srv = -1
     for position, entry in enumerate(entries, start=1):
         # A sound entry's ID is the expected "0-<position>": no need to parse it.
@@ -123,7 +135,8 @@ def _walk(
             problems.append(ChainProblem(seq, "field_mismatch", "entry read for another pid"))
         text = entry.e
         raw = text.encode("latin-1", "replace")  # read() maps stored bytes 1:1 to latin-1
-        if event_hash(raw) != entry.h:
+        verified = event_hash(raw) == entry.h
+        if not verified:
             problems.append(ChainProblem(seq, "hash_mismatch", "h is not the hash of e"))
         if keyed is not None:
             if isinstance(entry.m, UnsetType):
@@ -137,7 +150,7 @@ def _walk(
         try:
             # An ASCII text's latin-1 bytes are its ASCII bytes: decode them, not a second copy;
             # any other text goes in as text, so decode_event refuses it in its own words.
-            event = decode_event(raw if text.isascii() else text)
+            event = decode_linked(raw, linked_pid, linked) if text.isascii() else decode_event(text)
         except EventRejected as exc:
             problems.append(ChainProblem(seq, "not_canonical", exc.message))
             event = None
@@ -145,6 +158,7 @@ def _walk(
             _field_problems(problems, pid, seq, entry, event, prev, skew_ms)
             events.append(event)
         prev = entry.h
+        linked = prev if verified else None
     return problems, events
 
 

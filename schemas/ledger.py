@@ -4,6 +4,11 @@ the private payload, the stored entry, and the typed errors of the ledger room.
 Canonical form: only objects, arrays, printable-ASCII strings without `"` or `\\`, booleans and
 integers 0 <= n < 2^53; keys sorted; no whitespace. Writers encode a validated Struct with
 `order="sorted"` and then prove that strict decoding and re-encoding give the same bytes.
+
+`decode_linked` is decode_event for a chain walk. Measured with bench/audit_fold.py (callgrind):
+msgspec checks a string pattern through a Python-level call, ~4,400 instructions each, a quarter
+of an audit's work; most envelope patterns re-check what the walk already knows (the stream's
+pid, the previous verified hash, actors that repeat), so it skips exactly those.
 """
 
 from __future__ import annotations
@@ -60,8 +65,17 @@ class _EnvelopeIn(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
     data: msgspec.Raw
 
 
+class _LinkedIn(_EnvelopeIn, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The envelope less the patterns of the fields decode_linked proves by other means."""
+
+    pid: str
+    prev: str
+    actor: str
+
+
 _ENCODER: Final = msgspec.json.Encoder(order="sorted")
 _ENVELOPE_DECODER: Final = msgspec.json.Decoder(_EnvelopeIn)
+_LINKED_DECODER: Final = msgspec.json.Decoder(_LinkedIn)
 _DATA_DECODERS: Final = {t: msgspec.json.Decoder(cls) for t, cls in DATA_CLASSES.items()}
 
 
@@ -90,7 +104,65 @@ def decode_event(encoded: bytes | str) -> Event:
         data = _DATA_DECODERS[envelope.type].decode(envelope.data)
     except msgspec.ValidationError as exc:
         raise EventRejected(f"the event is not valid: {_where(exc, '$.data')}") from None
-    event = Event(
+    event = _event_of(envelope, data)
+    if _ENCODER.encode(event) != raw:
+        raise EventRejected("the event bytes are not in canonical form")
+    return event
+
+
+def decode_linked(raw: bytes, pid: str | None, prev: str | None) -> Event:
+    """Decode like decode_event (same event, same EventRejected) within a stream being walked.
+
+    `pid` and `prev` are what the event must carry, given only when known to fit Hex32 and
+    Hex64 (a pid that passed pid_fits; the genesis or a verified hash); None makes this
+    decode_event.
+    """
+    try:
+        envelope = _LINKED_DECODER.decode(raw)
+        data = _DATA_DECODERS[envelope.type].decode(envelope.data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return decode_event(raw)  # refuses it in its own words
+    # Equal to values that fit their patterns, these fit them too; anything else is checked
+    # by the strict decoder, so nothing is accepted that decode_event would refuse.
+    if envelope.prev != prev or envelope.pid != pid:
+        return decode_event(raw)
+    if envelope.actor not in _ACTORS and not _actor_fits(envelope.actor):
+        return decode_event(raw)
+    event = _event_of(envelope, data)
+    if _ENCODER.encode(event) != raw:
+        return decode_event(raw)
+    return event
+
+
+def pid_fits(pid: str) -> bool:
+    """Tell whether a text fits the events' pid pattern (Hex32)."""
+    return _fits(pid, Hex32)
+
+
+# Actors that fit their pattern: a ledger has few (one per process), each is checked once.
+_ACTORS: Final[set[str]] = set()
+_ACTORS_KEPT: Final = 4096
+
+
+def _actor_fits(actor: str) -> bool:
+    if not _fits(actor, Actor):
+        return False
+    if len(_ACTORS) >= _ACTORS_KEPT:
+        _ACTORS.clear()
+    _ACTORS.add(actor)
+    return True
+
+
+def _fits(value: str, constrained: object) -> bool:
+    try:
+        msgspec.convert(value, constrained)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+def _event_of(envelope: _EnvelopeIn, data: object) -> Event:
+    return Event(
         v=envelope.v,
         pid=envelope.pid,
         seq=envelope.seq,
@@ -101,9 +173,6 @@ def decode_event(encoded: bytes | str) -> Event:
         actor=envelope.actor,
         data=cast(EventData, data),
     )
-    if _ENCODER.encode(event) != raw:
-        raise EventRejected("the event bytes are not in canonical form")
-    return event
 
 
 def _where(exc: msgspec.ValidationError, root: str) -> str:
