@@ -272,12 +272,14 @@ def index_findings(
     by_seq: dict[int, list[IndexEntry]] = {}
     for item in indexed:
         by_seq.setdefault(item.seq, []).append(item)
-    window_start = rules.as_of_ms - retention_of(entries, rules) + _INDEX_SLACK_MS
+    window_start: int | None = None
     for entry in entries:
-        matches = by_seq.pop(entry.seq, [])
+        matches: Sequence[IndexEntry] = by_seq.pop(entry.seq, ())
         if len(matches) > 1:
             found.append(Finding(pid, entry.seq, "index_duplicate", "event indexed more than once"))
         elif not matches:
+            if window_start is None:  # only now: reading the retention decodes entry 1 again
+                window_start = rules.as_of_ms - retention_of(entries, rules) + _INDEX_SLACK_MS
             if entry.srv_ms >= window_start:
                 found.append(Finding(pid, entry.seq, "index_missing", "event has no index entry"))
         elif matches[0].t != entry.t or matches[0].h != entry.h:

@@ -53,8 +53,8 @@ async def verify_ledger(
     pids = [pid for pid in listed if items_are_pid(pid)]
     async for batch_pids, groups in batches(reader, pids):
         for pid, stored in zip(batch_pids, groups, strict=True):
-            audit = _check(pid, stored, by_pid.pop(pid, []), rules)
-            summary.add(audit, [item.entry for item in stored])
+            entries = [item.entry for item in stored]
+            summary.add(_check(pid, stored, entries, by_pid.pop(pid, []), rules), entries)
         if progress is not None:
             progress(summary.streams, summary.events)
     summary.findings += [
@@ -72,15 +72,18 @@ async def verify_ledger(
 
 
 def _check(
-    pid: str, stored: Sequence[StoredEntry], indexed: Sequence[IndexEntry], rules: AuditRules
+    pid: str,
+    stored: Sequence[StoredEntry],
+    entries: Sequence[LedgerEntry],
+    indexed: Sequence[IndexEntry],
+    rules: AuditRules,
 ) -> StreamAudit:
-    """Audit one stream, then hold it against its index entries."""
+    """Audit one stream (`entries` are the entries of `stored`), then hold it against its index."""
     extra = [
         Finding(pid, position, "missing_field", "lacks " + ",".join(item.lacking))
         for position, item in enumerate(stored, start=1)
         if item.lacking
     ]
-    entries = [item.entry for item in stored]
     extra += index_findings(pid, entries, indexed, rules)
     return with_findings(audit_stream(pid, entries, rules), extra)
 
@@ -113,10 +116,11 @@ async def audit_pids(
         found += [(pid, stored) for pid, stored in zip(batch_pids, groups, strict=True) if stored]
     oldest = min((stored[0].entry.srv_ms for _, stored in found), default=0)
     by_pid = group_index(await reader.index(since_ms=max(0, oldest - _INDEX_LEEWAY_MS)))
-    return [
-        (_check(pid, stored, by_pid.get(pid, []), rules), [item.entry for item in stored])
-        for pid, stored in found
-    ]
+    audits = []
+    for pid, stored in found:
+        entries = [item.entry for item in stored]
+        audits.append((_check(pid, stored, entries, by_pid.get(pid, []), rules), entries))
+    return audits
 
 
 async def recent_pids(reader: BulkReader, since_ms: int, until_ms: int | None = None) -> list[str]:
