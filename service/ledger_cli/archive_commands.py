@@ -16,6 +16,7 @@ from ledger.archive.audit import (
     ArchiveRead,
     archive_rules,
     audit_archive,
+    audit_workers,
     consistent_from,
     read_archive,
     sealed_key_ids,
@@ -149,7 +150,9 @@ def verify_archive(args: argparse.Namespace, config: StoreConfig | None) -> int:
     sealed = ",".join(sealed_key_ids(found))
     macs, given = macs_state(hmac_key, sealed)
     rules = archive_rules(found, hmac_key if macs != "wrong_key" else None, now, args.skew_ms)
-    summary = audit_archive(found, rules, keep_steps=args.html is not None)
+    summary = audit_archive(
+        found, rules, keep_steps=args.html is not None, workers=audit_workers()
+    )
     if earlier is not None and (rolled := consistent_from(found, earlier)) is not None:
         summary.findings.insert(0, rolled)
     live, store_archived, later = _live_choice(args, config, found), -1, 0
