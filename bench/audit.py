@@ -5,13 +5,18 @@ Not a test. It starts its own redis-server in a temporary directory, then measur
   1. the machine's reference: `redis-benchmark` XADD requests/s against that server, this run;
   2. `verify` throughput (events/s) over a ledger of >= 1,000,000 events (chain, canonical
      form, state machine, rules, and the index cross-check);
-  3. the time one recovery pass takes over 100,000 open claims of dead dispatchers.
+  3. the time one recovery pass takes over 100,000 open claims of dead dispatchers;
+  4. the signed archive (bench/archive.py): the ledger's append rate through the store's
+     scripts without and with an archive, the archiver's rate catching up on those appends,
+     and the offline `verify --archive` of an archive of 1,000,000 events.
 
-Both figures are printed with their ratio to the XADD rate. The ledgers are written the way
+The first figures are printed with their ratio to the XADD rate, the archiver's with its ratio
+to the append rate. The ledgers are written the way
 the store's scripts write them (same canonical bytes, hashes, entry IDs and index entries),
 but loaded with pipelined XADDs so the load itself does not dominate the run.
 
     .venv/bin/python bench/audit.py [--sends 200000] [--open 100000]
+        [--archive-lifecycles 20000] [--archive-sends 200000]
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from archive import archive_rates, verify_figures
+
+from ledger.archive.audit import audit_workers
 from ledger.audit.checks import AuditRules
 from ledger.audit.verify import verify_ledger
 from ledger.chain import event_hash, genesis
@@ -149,6 +157,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sends", type=int, default=200_000, help="complete sends (5 events)")
     parser.add_argument("--open", type=int, default=100_000, help="open claims to recover")
+    parser.add_argument(
+        "--archive-lifecycles", type=int, default=20_000, help="sends appended for the archiver"
+    )
+    parser.add_argument(
+        "--archive-sends", type=int, default=200_000, help="sends (5 events) in the archive"
+    )
     args = parser.parse_args()
     directory = tempfile.mkdtemp(prefix="angelos-bench-")
     port = free_port()
@@ -174,6 +188,7 @@ async def main() -> None:
         report = await Recoverer(store, worker_id="bench").run_once()
         recover_s = time.perf_counter() - started
         assert report.counts() == {"classified": args.open}, report.counts()
+        archive = await archive_rates(client, args.archive_lifecycles)
         await client.aclose()
     finally:
         proc.terminate()
@@ -189,6 +204,22 @@ async def main() -> None:
     print(
         f"recovery: {args.open:,} open claims classified in {recover_s:.1f} s = "
         f"{claims_rate:,.0f} claims/s ({claims_rate / rate:.3f} x XADD rate)"
+    )
+    print(
+        f"ledger appends (the store's scripts, 64 sends in flight, 4 alternating rounds): "
+        f"{archive.append_plain:,.0f} events/s without an archive, {archive.append_archived:,.0f} "
+        "with one "
+        f"({archive.append_archived / archive.append_plain:.2f} x)"
+    )
+    print(
+        f"archiver: caught up {archive.events:,} events at {archive.archived:,.0f} events/s "
+        f"({archive.archived / archive.append_archived:.1f} x the append rate)"
+    )
+    archived, seconds, signed = verify_figures(args.archive_sends)
+    print(
+        f"verify --archive (offline, {audit_workers()} processes): {archived:,} events, "
+        f"{signed} signed checkpoints in {seconds:.2f} s = {archived / seconds:,.0f} events/s "
+        f"(target: 1,000,000 in <= 20 s)"
     )
 
 
