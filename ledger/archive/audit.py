@@ -3,23 +3,14 @@
 Nothing here needs Redis or any configuration: the archive's rules records say which ledger it
 is and under which rules it ran, and the public key says who signed its checkpoints. Every
 problem is a Finding that names the segment, leaf, checkpoint or send it is about.
-
-Large archives are audited by forked processes, one per core (at most 4): reading and hashing
-the records stays in one process (~7 µs an event on this project's 2-core machine), the chain,
-state machine and rule checks (~10 µs an event, the larger part) run on every core
-(bench/audit.py prints the figure for 1,000,000 events).
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
-from typing import Final
 
 import msgspec
 from msgspec import Struct, field
@@ -204,39 +195,15 @@ def consistent_from(found: ArchiveRead, earlier: checkpoint_format.Checkpoint) -
 
 
 def audit_archive(
-    found: ArchiveRead, rules: AuditRules, *, keep_steps: bool = False, workers: int = 1
+    found: ArchiveRead, rules: AuditRules, *, keep_steps: bool = False
 ) -> LedgerAudit:
-    """Check every archived send's chain, state machine and rules; fold the verdicts.
-
-    With `workers` > 1 and a large archive, forked processes audit contiguous shares of the
-    sends (they inherit `found`; nothing is copied to them) with the same checks, and their
-    summaries are folded in order, so the report is the one a single process writes.
-    """
+    """Check every archived send's chain, state machine and rules; fold the verdicts."""
     started = time.perf_counter()
     summary = LedgerAudit(keep_steps=keep_steps)
     summary.findings += found.problems
     summary.index_entries = len(found.ixs)
-    pids = list(found.entries)
-    shares = max(1, min(workers, len(pids) // PARALLEL_FROM_SENDS))
-    if shares == 1:
-        summary.merge(_audit_sends(found, pids, rules, keep_steps))
-    else:
-        global _FORKED
-        _FORKED = found
-        # The records live as long as the run: outside the collector's generations, neither
-        # the parent nor the forked children scan them (or touch their shared pages) again.
-        gc.freeze()
-        bounds = [len(pids) * share // shares for share in range(shares + 1)]
-        try:
-            with ProcessPoolExecutor(shares, mp_context=get_context("fork")) as pool:
-                parts = pool.map(
-                    _audit_share, bounds[:-1], bounds[1:], [rules] * shares, [keep_steps] * shares
-                )
-                for part in parts:
-                    summary.merge(part)
-        finally:
-            _FORKED = None
-            gc.unfreeze()
+    for pid, entries in found.entries.items():
+        summary.add(audit_stream(pid, entries, rules), entries)
     for line in found.missing:
         summary.findings.append(Finding(
             line.pid, line.seq, "missing_stream",
@@ -244,32 +211,6 @@ def audit_archive(
         ))  # fmt: skip
     summary.elapsed_s = time.perf_counter() - started
     return summary
-
-
-# Below this many sends per process the fork costs more than it saves.
-PARALLEL_FROM_SENDS: Final = 20_000
-_FORKED: ArchiveRead | None = None  # what a forked worker audits (inherited, never sent)
-
-
-def _audit_sends(
-    found: ArchiveRead, pids: Sequence[str], rules: AuditRules, keep_steps: bool
-) -> LedgerAudit:
-    summary = LedgerAudit(keep_steps=keep_steps)
-    for pid in pids:
-        entries = found.entries[pid]
-        summary.add(audit_stream(pid, entries, rules), entries)
-    return summary
-
-
-def _audit_share(start: int, end: int, rules: AuditRules, keep_steps: bool) -> LedgerAudit:
-    assert _FORKED is not None  # set by the parent before the fork
-    pids = list(_FORKED.entries)[start:end]
-    return _audit_sends(_FORKED, pids, rules, keep_steps)
-
-
-def audit_workers() -> int:
-    """How many processes an archive's audit may use: the cores this process may run on."""
-    return max(1, min(len(os.sched_getaffinity(0)), 4))
 
 
 def archive_rules(

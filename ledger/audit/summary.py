@@ -75,14 +75,3 @@ class LedgerAudit(Struct, kw_only=True):
             self.resolved.append(audit)
         self.grace_recorded += audit.grace_recorded
 
-    def merge(self, other: LedgerAudit) -> None:
-        """Fold in the summary of another part of the same run (its sends come after ours)."""
-        self.streams += other.streams
-        self.events += other.events
-        for status, count in other.statuses.items():
-            self.statuses[status] = self.statuses.get(status, 0) + count
-        self.findings += other.findings
-        self.investigate += other.investigate
-        self.resolved += other.resolved
-        self.grace_recorded += other.grace_recorded
-        self.sends += other.sends

@@ -16,7 +16,6 @@ from ledger.archive.audit import (
     ArchiveRead,
     archive_rules,
     audit_archive,
-    audit_workers,
     consistent_from,
     read_archive,
     sealed_key_ids,
@@ -150,9 +149,7 @@ def verify_archive(args: argparse.Namespace, config: StoreConfig | None) -> int:
     sealed = ",".join(sealed_key_ids(found))
     macs, given = macs_state(hmac_key, sealed)
     rules = archive_rules(found, hmac_key if macs != "wrong_key" else None, now, args.skew_ms)
-    summary = audit_archive(
-        found, rules, keep_steps=args.html is not None, workers=audit_workers()
-    )
+    summary = audit_archive(found, rules, keep_steps=args.html is not None)
     if earlier is not None and (rolled := consistent_from(found, earlier)) is not None:
         summary.findings.insert(0, rolled)
     live, store_archived, later = _live_choice(args, config, found), -1, 0

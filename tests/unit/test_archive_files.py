@@ -6,22 +6,16 @@ records are rules records (their content does not matter to these file-level che
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import pytest
 
-from ledger.archive import audit as archive_audit
 from ledger.archive import checkpoint as checkpoint_format
 from ledger.archive import records
-from ledger.archive.audit import audit_archive, consistent_from, read_archive
+from ledger.archive.audit import consistent_from, read_archive
 from ledger.archive.merkle import Frontier, leaf_hash
 from ledger.archive.segments import ArchiveDamaged, SegmentWriter, lines_of, list_segments
 from ledger.archive.signed_note import SignerKey, VerifierKey, generate_key, sign
-from ledger.audit.checks import AuditRules
-from support.ledger import ACCEPTED, ATTEMPT, COMMIT, T0, UNKNOWN, chain, claimed, prepared
 
 SIGNER, VERIFIER = generate_key("unit-audit")
 
@@ -175,40 +169,3 @@ def test_every_record_kind_round_trips_its_exact_line() -> None:
     missing = records.MissingRecord(n=1, ix="5-0", pid="cd" * 16, seq=2, t="claimed", h="0" * 64)
     assert missing == records.decode(records.encode(missing))
 
-
-def test_the_audit_in_forked_shares_reports_what_one_process_reports(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    writer = SegmentWriter(tmp_path, 1 << 30)
-    writer.open()
-    writer.start_segment(0)
-    lines = [rules(0)]
-    shapes = [[prepared(), claimed(), ATTEMPT, COMMIT, ACCEPTED], [prepared(), claimed()],
-              [prepared(), claimed(), ATTEMPT, COMMIT, UNKNOWN], [prepared()]]  # fmt: skip
-    for number in range(40):
-        pid = f"{number:032x}"
-        for entry in chain(shapes[number % 4], pid=pid):
-            record = records.event_record(len(lines), f"{number}-{entry.seq}", entry, entry.h)
-            lines.append(records.encode(record))
-    broken = lines[7].replace(b'"srv_ms":', b'"srv_ms":1')  # one send with a finding
-    lines[7] = broken
-    writer.append(lines)
-    writer.close()
-    found = read_archive(tmp_path, VERIFIER)
-    rules_now = AuditRules(as_of_ms=T0 + 10**9)
-    alone = audit_archive(found, rules_now, keep_steps=True, workers=1)
-    monkeypatch.setattr(archive_audit, "PARALLEL_FROM_SENDS", 3)
-    pools: list[int] = []
-
-    class CountedPool(ProcessPoolExecutor):
-        def __init__(self, workers: int, **options: Any) -> None:
-            pools.append(workers)
-            super().__init__(workers, **options)
-
-    monkeypatch.setattr(archive_audit, "ProcessPoolExecutor", CountedPool)
-    shared = audit_archive(found, rules_now, keep_steps=True, workers=3)
-    assert [3] == pools  # three forked shares did the work
-    assert alone.findings  # the broken send and the missing checkpoint are reported
-    assert msgspec.structs.replace(alone, elapsed_s=0) == msgspec.structs.replace(
-        shared, elapsed_s=0
-    )
