@@ -17,12 +17,7 @@ from msgspec import Struct, field
 
 from ledger.archive import checkpoint as checkpoint_format
 from ledger.archive import records
-from ledger.archive.merkle import (
-    consistency_proof,
-    leaf_hash,
-    prefix_roots,
-    verify_consistency,
-)
+from ledger.archive.merkle import Tree, leaf_hash, verify_consistency
 from ledger.archive.segments import ArchiveDamaged, list_checkpoints, read_records
 from ledger.archive.signed_note import NoteError, VerifierKey, open_note
 from ledger.audit.checks import AuditRules, Finding, audit_stream
@@ -153,20 +148,29 @@ def _check_checkpoints(found: ArchiveRead, root: Path, key: VerifierKey) -> None
         found.problems.append(Finding(
             "", 0, "checkpoint_origin_mixed", f"checkpoints name {len(origins)} different logs",
         ))  # fmt: skip
-    held = [size for size in sorted(wanted) if size <= len(found.leaves)]
-    roots = prefix_roots(found.leaves, held)
-    for size in held:
+    tree = Tree(found.leaves)
+    previous: SignedCheckpoint | None = None
+    for size in [size for size in sorted(wanted) if size <= len(found.leaves)]:
         for name, parsed in wanted[size]:
-            if parsed.root != roots[size]:
+            if parsed.root != tree.root(size):
                 found.problems.append(Finding(
                     "", 0, "checkpoint_root_mismatch",
                     f"checkpoint {name} signed a tree of {size} records the archive no "
                     "longer holds: a record before it was changed, removed or reordered",
                 ))  # fmt: skip
-            else:
-                found.checkpoints.append(
-                    SignedCheckpoint(parsed.size, parsed.root, parsed.origin, name)
-                )
+                continue
+            signed = SignedCheckpoint(parsed.size, parsed.root, parsed.origin, name)
+            # The proof a party holding only the two checkpoints would check: the tree grew.
+            proof = [] if previous is None else tree.consistency_proof(previous.size, size)
+            if previous is not None and not verify_consistency(
+                previous.size, size, previous.root, signed.root, proof
+            ):
+                found.problems.append(Finding(
+                    "", 0, "checkpoint_inconsistent",
+                    f"checkpoint {name} does not extend {previous.file}",
+                ))  # fmt: skip
+            found.checkpoints.append(signed)
+            previous = signed
     for size in sorted(wanted):
         if size > len(found.leaves):
             found.problems.append(Finding(
@@ -183,8 +187,8 @@ def consistent_from(found: ArchiveRead, earlier: checkpoint_format.Checkpoint) -
     latest = found.checkpoints[-1]
     ok = earlier.size <= latest.size and verify_consistency(
         earlier.size, latest.size, earlier.root, latest.root,
-        consistency_proof(found.leaves, earlier.size, latest.size),
-    ) if earlier.size <= len(found.leaves) else False  # fmt: skip
+        Tree(found.leaves).consistency_proof(earlier.size, latest.size),
+    )  # fmt: skip
     if ok:
         return None
     return Finding(

@@ -1,9 +1,10 @@
 """RFC 6962 / RFC 9162 Merkle tree math over SHA-256: roots, proofs, their checks, a frontier.
 
-Every generator takes the list of leaf hashes and hashes each leaf's subtree at most once per
-call, level by level, so a root or a proof over a million leaves costs about a million SHA-256
-calls and no recursion. The verifiers follow RFC 9162 §2.1.3.2 and §2.1.4.2 step by step, share
-nothing with the generators, and answer False to any malformed input instead of raising.
+Every generator works on a Tree: the hashes of every perfect subtree, built once level by level
+(a million leaves cost a million SHA-256 calls, no recursion). Any node of RFC 9162's tree is a
+fold of at most log2(n) of those, so roots of any prefix and proofs then cost microseconds.
+The verifiers follow RFC 9162 §2.1.3.2 and §2.1.4.2 step by step, share nothing with the
+generators, and answer False to any malformed input instead of raising.
 """
 
 from __future__ import annotations
@@ -30,85 +31,105 @@ def node_hash(left: bytes, right: bytes) -> bytes:
 
 def root(leaf_hashes: Sequence[bytes]) -> bytes:
     """Return the Merkle tree hash of the leaves with these hashes (EMPTY_ROOT for none)."""
-    _check_hashes(leaf_hashes)
-    return _mth(leaf_hashes)
-
-
-def prefix_roots(leaf_hashes: Sequence[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
-    """Return the root of the first `size` leaves for each size, hashing every node once.
-
-    The perfect subtrees are built level by level; a prefix's root folds, right to left, the
-    subtrees its size's binary digits name (RFC 9162 splits at the largest power of two).
-    """
-    _check_hashes(leaf_hashes)
-    levels: list[Sequence[bytes]] = [leaf_hashes]
-    sha = _sha256
-    while len(levels[-1]) > 1:
-        pairs = iter(levels[-1])  # neighbours in pairs; an odd last node has no parent here
-        levels.append([sha(b"\x01" + a + b).digest() for a, b in zip(pairs, pairs, strict=False)])
-    roots: dict[int, bytes] = {}
-    for size in sizes:
-        if not 0 <= size <= len(leaf_hashes):
-            raise ValueError(f"no prefix of {size} in {len(leaf_hashes)} leaves")
-        parts: list[bytes] = []
-        start = 0
-        for level in range(size.bit_length() - 1, -1, -1):
-            if size >> level & 1:
-                parts.append(levels[level][start >> level])
-                start += 1 << level
-        folded = parts.pop() if parts else EMPTY_ROOT
-        while parts:
-            folded = sha(b"\x01" + parts.pop() + folded).digest()
-        roots[size] = folded
-    return roots
+    return Tree(leaf_hashes).root(len(leaf_hashes))
 
 
 def inclusion_proof(leaf_hashes: Sequence[bytes], index: int, size: int) -> list[bytes]:
     """Return the RFC 9162 inclusion proof of leaf `index` in the tree of the first `size`."""
-    if not 0 <= index < size <= len(leaf_hashes):
-        raise ValueError(f"no leaf {index} in a tree of {size} of {len(leaf_hashes)} leaves")
-    _check_hashes(leaf_hashes)
-    # PATH(m, D[lo:hi]) adds the sibling subtree at each split on the way down; the proof lists
-    # them from the leaf up, so the last range found is the first hash.
-    ranges: list[tuple[int, int]] = []
-    lo, hi = 0, size
-    while hi - lo > 1:
-        mid = lo + _split(hi - lo)
-        if index < mid:
-            ranges.append((mid, hi))
-            hi = mid
-        else:
-            ranges.append((lo, mid))
-            lo = mid
-    return [_mth(leaf_hashes[a:b]) for a, b in reversed(ranges)]
+    return Tree(leaf_hashes).inclusion_proof(index, size)
 
 
 def consistency_proof(leaf_hashes: Sequence[bytes], old_size: int, new_size: int) -> list[bytes]:
     """Return the RFC 9162 proof that the tree of `old_size` leaves is a prefix of `new_size`'s."""
-    if not 0 <= old_size <= new_size <= len(leaf_hashes):
-        raise ValueError(
-            f"no consistency proof from {old_size} to {new_size} of {len(leaf_hashes)} leaves"
-        )
-    _check_hashes(leaf_hashes)
-    if old_size in (0, new_size):
-        return []  # the empty tree and the tree itself are prefixes with nothing to prove
-    # SUBPROOF(m, D[lo:hi], whole): `whole` stays true while D[0:m] is the left edge of every
-    # subtree visited, and then the old root itself need not be sent.
-    ranges: list[tuple[int, int]] = []
-    lo, hi, m, whole = 0, new_size, old_size, True
-    while m != hi - lo:
-        mid = lo + _split(hi - lo)
-        if m <= mid - lo:
-            ranges.append((mid, hi))
-            hi = mid
-        else:
-            ranges.append((lo, mid))
-            m -= mid - lo
-            lo = mid
-            whole = False
-    if not whole:
-        ranges.append((lo, hi))
-    return [_mth(leaf_hashes[a:b]) for a, b in reversed(ranges)]
+    return Tree(leaf_hashes).consistency_proof(old_size, new_size)
+
+
+class Tree:
+    """Every perfect subtree's hash over a list of leaf hashes, from which any prefix's root
+    and proofs are folded."""
+
+    def __init__(self, leaf_hashes: Sequence[bytes]) -> None:
+        _check_hashes(leaf_hashes)
+        self.levels: list[Sequence[bytes]] = [leaf_hashes]
+        sha = _sha256
+        while len(self.levels[-1]) > 1:
+            pairs = iter(self.levels[-1])  # neighbours in pairs; an odd last node waits
+            self.levels.append(
+                [sha(b"\x01" + a + b).digest() for a, b in zip(pairs, pairs, strict=False)]
+            )
+
+    @property
+    def size(self) -> int:
+        """Return how many leaves the tree holds."""
+        return len(self.levels[0])
+
+    def node(self, lo: int, hi: int) -> bytes:
+        """Return MTH(D[lo:hi]) for a node of RFC 9162's tree (lo a multiple of a power of two
+        at least hi - lo): the perfect subtrees hi - lo's binary digits name, folded from the
+        right, since RFC 9162 splits at the largest power of two."""
+        if lo == hi:
+            return EMPTY_ROOT
+        parts: list[bytes] = []
+        start = lo
+        width = hi - lo
+        for level in range(width.bit_length() - 1, -1, -1):
+            if width >> level & 1:
+                parts.append(self.levels[level][start >> level])
+                start += 1 << level
+        folded = parts.pop()
+        while parts:
+            folded = _sha256(b"\x01" + parts.pop() + folded).digest()
+        return folded
+
+    def root(self, size: int) -> bytes:
+        """Return the root of the tree of the first `size` leaves."""
+        if not 0 <= size <= self.size:
+            raise ValueError(f"no prefix of {size} in {self.size} leaves")
+        return self.node(0, size)
+
+    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        """Return the RFC 9162 inclusion proof of leaf `index` in the tree of the first `size`."""
+        if not 0 <= index < size <= self.size:
+            raise ValueError(f"no leaf {index} in a tree of {size} of {self.size} leaves")
+        # PATH(m, D[lo:hi]) adds the sibling subtree at each split on the way down; the proof
+        # lists them from the leaf up, so the last range found is the first hash.
+        ranges: list[tuple[int, int]] = []
+        lo, hi = 0, size
+        while hi - lo > 1:
+            mid = lo + _split(hi - lo)
+            if index < mid:
+                ranges.append((mid, hi))
+                hi = mid
+            else:
+                ranges.append((lo, mid))
+                lo = mid
+        return [self.node(a, b) for a, b in reversed(ranges)]
+
+    def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
+        """Return the RFC 9162 proof that the first `old_size` leaves prefix `new_size`'s tree."""
+        if not 0 <= old_size <= new_size <= self.size:
+            raise ValueError(
+                f"no consistency proof from {old_size} to {new_size} of {self.size} leaves"
+            )
+        if old_size in (0, new_size):
+            return []  # the empty tree and the tree itself are prefixes with nothing to prove
+        # SUBPROOF(m, D[lo:hi], whole): `whole` stays true while D[0:m] is the left edge of
+        # every subtree visited, and then the old root itself need not be sent.
+        ranges: list[tuple[int, int]] = []
+        lo, hi, m, whole = 0, new_size, old_size, True
+        while m != hi - lo:
+            mid = lo + _split(hi - lo)
+            if m <= mid - lo:
+                ranges.append((mid, hi))
+                hi = mid
+            else:
+                ranges.append((lo, mid))
+                m -= mid - lo
+                lo = mid
+                whole = False
+        if not whole:
+            ranges.append((lo, hi))
+        return [self.node(a, b) for a, b in reversed(ranges)]
 
 
 def verify_inclusion(
@@ -246,23 +267,6 @@ class Frontier:
 
     def __repr__(self) -> str:
         return f"Frontier(size={self._size})"
-
-
-def _mth(level: Sequence[bytes]) -> bytes:
-    # Hashing neighbours in pairs level by level, an odd last node going up unchanged, builds
-    # exactly RFC 9162's tree (split at the largest power of two below n), without recursion.
-    if not level:
-        return EMPTY_ROOT
-    sha = _sha256
-    while len(level) > 1:
-        pairs = iter(level)  # zip(pairs, pairs) yields neighbours, dropping an odd last node
-        above = [
-            sha(b"\x01" + left + right).digest() for left, right in zip(pairs, pairs, strict=False)
-        ]
-        if len(level) & 1:
-            above.append(level[-1])
-        level = above
-    return level[0]
 
 
 def _split(n: int) -> int:

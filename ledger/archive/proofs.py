@@ -13,7 +13,7 @@ from msgspec import Struct, field
 
 from ledger.archive import checkpoint as checkpoint_format
 from ledger.archive import records
-from ledger.archive.merkle import inclusion_proof, leaf_hash, verify_inclusion
+from ledger.archive.merkle import Tree, leaf_hash, verify_inclusion
 from ledger.archive.segments import list_checkpoints, read_records
 from ledger.archive.signed_note import NoteError, VerifierKey, open_note
 
@@ -83,11 +83,12 @@ def send_inclusion(root: Path, pid: str, key: VerifierKey | None) -> SendInclusi
         return answer
     answer.checkpoint, answer.origin = path.name, signed.origin
     answer.tree_size, answer.root = signed.size, _b64(signed.root)
+    tree = Tree(leaves)
     for index, record in mine:
         if index >= signed.size or signed.size > len(leaves):
             answer.unsigned += 1
             continue
-        proof = inclusion_proof(leaves, index, signed.size)
+        proof = tree.inclusion_proof(index, signed.size)
         answer.records.append(
             RecordProof(
                 leaf_index=index,

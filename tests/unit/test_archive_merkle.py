@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from ledger.archive.merkle import (
     EMPTY_ROOT,
     Frontier,
+    Tree,
     consistency_proof,
     inclusion_proof,
     leaf_hash,
     node_hash,
-    prefix_roots,
     root,
     verify_consistency,
     verify_inclusion,
@@ -494,8 +494,16 @@ class TestFrontier:
         assert 0 == frontier.size
 
 
+
 @given(st.integers(min_value=0, max_value=70), st.data())
-def test_prefix_roots_equal_the_root_of_each_prefix(count: int, data: st.DataObject) -> None:
-    leaves = [leaf_hash(bytes([i % 256, i // 256])) for i in range(count)]
-    sizes = data.draw(st.lists(st.integers(min_value=0, max_value=count), max_size=6))
-    assert {size: root(leaves[:size]) for size in sizes} == prefix_roots(leaves, sizes)
+def test_one_tree_gives_every_prefix_its_root_and_proofs(count: int, data: st.DataObject) -> None:
+    leaves = leaves_of(count)
+    tree = Tree(leaves)
+    size = data.draw(st.integers(min_value=0, max_value=count))
+    assert ref_mth(leaves[:size]) == tree.root(size)
+    if size:
+        index = data.draw(st.integers(min_value=0, max_value=size - 1))
+        assert ref_path(index, leaves[:size]) == tree.inclusion_proof(index, size)
+        old = data.draw(st.integers(min_value=1, max_value=size))
+        expected = [] if old == size else ref_subproof(old, leaves[:size], True)
+        assert expected == tree.consistency_proof(old, size)
