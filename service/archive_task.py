@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Final
 
+import redis.exceptions as rex
 import structlog
 
 from ledger.archive.archiver import ArchiveDamaged, Archiver, ArchiveRefused, ArchiveSettings
@@ -28,6 +29,7 @@ from service.sending import Sending
 log = structlog.get_logger("angelos.archive")
 
 STATUS_EVERY_S: Final = 5.0
+RETRY_S: Final = 5.0
 BEHIND_CAP: Final = 10_000
 
 
@@ -79,40 +81,50 @@ def archive_settings(config: StoreConfig, root: str | None) -> ArchiveSettings |
 class ArchiveTask:
     """Run the archiver (when configured) and refresh the archive's status every few seconds."""
 
-    def __init__(self, store: LedgerStore, archiver: Archiver | None) -> None:
+    def __init__(self, store: LedgerStore, settings: ArchiveSettings | None) -> None:
         self.store = store
-        self.archiver = archiver
-        self.position = archiver.position if archiver is not None else ArchivePosition(
-            store.client, store.keys, new_id()
-        )
-        self.state = "archiving" if archiver is not None else "elsewhere"
+        self.settings = settings
+        self.archiver: Archiver | None = None
+        self.position = ArchivePosition(store.client, store.keys, new_id())
+        self.state = "archiving" if settings is not None else "elsewhere"
         self.reason = ""
         self.status: ArchiveStatus | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         """Start the archiver and the status reader in the background."""
-        if self.archiver is not None:
+        if self.settings is not None:
             self._tasks.append(asyncio.create_task(self._archive(), name="ledger-archive"))
         self._tasks.append(asyncio.create_task(self._watch(), name="ledger-archive-status"))
 
     async def _archive(self) -> None:
-        assert self.archiver is not None
-        stop = asyncio.Event()
-        try:
-            await self.archiver.start()
-            await self.archiver.run(stop)
-        except (ArchiveRefused, ArchiveDamaged) as exc:
-            self._stopped(str(exc))
-        except MailError:
-            self._stopped("the ledger store did not answer; restart the server to resume")
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self.archiver.close())
-            raise
-        except Exception as exc:  # never take the server down; say so instead
-            log.exception("archive_crashed")
-            self._stopped(f"the archiver failed: {type(exc).__name__}")
+        assert self.settings is not None
+        while True:
+            # A fresh archiver each time: its start brings the store and the directory into
+            # line again (a position move whose reply was lost is found and kept).
+            archiver = Archiver.for_client(self.store.client, self.store.keys, self.settings)
+            self.archiver = archiver
+            try:
+                await archiver.start()
+                self.state, self.reason = "archiving", ""
+                await archiver.run(asyncio.Event())
+            except (ArchiveRefused, ArchiveDamaged) as exc:
+                await _closed(archiver)
+                self._stopped(str(exc))
+                return
+            except MailError:
+                await _closed(archiver)
+                self.reason = f"the ledger store did not answer; retrying every {RETRY_S:g} s"
+                log.warning("archive_store_unavailable")
+                await asyncio.sleep(RETRY_S)
+            except asyncio.CancelledError:
+                await asyncio.shield(_closed(archiver, checkpoint=True))
+                raise
+            except Exception as exc:  # never take the server down; say so instead
+                log.exception("archive_crashed")
+                await _closed(archiver)
+                self._stopped(f"the archiver failed: {type(exc).__name__}")
+                return
 
     def _stopped(self, reason: str) -> None:
         self.state, self.reason = "stopped", reason
@@ -120,7 +132,7 @@ class ArchiveTask:
 
     async def _watch(self) -> None:
         while True:
-            with contextlib.suppress(MailError, OSError):
+            with contextlib.suppress(MailError, OSError, rex.RedisError):
                 self.status = await read_status(self.position, self.state, self.reason)
             await asyncio.sleep(STATUS_EVERY_S)
 
@@ -131,18 +143,27 @@ class ArchiveTask:
         self._tasks.clear()
 
 
+async def _closed(archiver: Archiver, *, checkpoint: bool = False) -> None:
+    """Close an archiver that stopped: its directory lock is freed (and a last checkpoint
+    signed when it stops cleanly); what the store does not answer is left to the next start."""
+    with contextlib.suppress(Exception):
+        if checkpoint:
+            await archiver.close()
+        else:
+            await asyncio.to_thread(archiver.writer.close)
+
+
 def start_archive(store_config: StoreConfig | None, sending: Sending) -> ArchiveTask | None:
     """Start the archive task when the ledger store opened; None without a store."""
     if store_config is None or sending.store is None:
         return None
-    archiver = None
+    settings = None
     if store_config.archive_dir is not None:
-        settings = archive_settings(store_config, None)
-        if isinstance(settings, str):  # the configuration check makes this unreachable
-            log.error("archive_not_started", reason=settings)
+        found = archive_settings(store_config, None)
+        if isinstance(found, str):  # the configuration check makes this unreachable
+            log.error("archive_not_started", reason=found)
         else:
-            store = sending.store
-            archiver = Archiver.for_client(store.client, store.keys, settings)
-    task = ArchiveTask(sending.store, archiver)
+            settings = found
+    task = ArchiveTask(sending.store, settings)
     task.start()
     return task

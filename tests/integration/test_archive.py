@@ -23,11 +23,12 @@ from typing import Any
 import aics_tlog
 import pytest
 import redis.asyncio as aioredis
-from faults.harness import call
+from faults.harness import call, private_redis
 
 from ledger.archive import records
 from ledger.archive.segments import list_checkpoints, list_segments
 from ledger.archive.signed_note import SignerKey, VerifierKey, generate_key, open_note, sign
+from ledger.store.connection import connect
 from ledger.store.ledger_store import LedgerStore
 from support.angelos_process import ROOT, angelos_command, clean_env, http_server
 from support.ledger import ACCEPTED, ATTEMPT, COMMIT
@@ -39,7 +40,7 @@ from support.ledger_cli import (
     some_sends,
     store_fixture,
 )
-from support.ledger_redis import advance, claimed_send
+from support.ledger_redis import advance, claimed_send, make_store
 from support.services import Services
 
 pytestmark = pytest.mark.services
@@ -508,3 +509,45 @@ def test_a_bad_archive_setting_is_refused_before_any_store_access(
     assert 2 == bad_key.returncode
     assert "--public-key" in bad_key.stderr
     assert [] == list(tmp_path.iterdir())  # nothing was written either
+
+
+async def test_serve_keeps_archiving_after_its_redis_restarts(
+    services: Services, keys: Keys, archive_dir: Path, tmp_path: Path
+) -> None:
+    namespace = "archive-restart"
+    (tmp_path / "redis").mkdir()
+    with private_redis(tmp_path / "redis") as redis_server:
+        env = {**services.product_env, "ANGELOS_REDIS_URL": redis_server.url,
+               "SEND_LEDGER_NAMESPACE": namespace, "ANGELOS_LOCAL_SCOPES": "mail.read",
+               **archive_env(keys, archive_dir)}  # fmt: skip
+        client = connect(redis_server.url)
+        store = make_store(client, namespace, retention_ms=604_800_000)
+        try:
+            before = await some_sends(store)
+            log_path = tmp_path / "serve.log"
+            with log_path.open("wb") as log, http_server(env, *LOCAL_OWNER, stderr=log) as base:
+                first = await asyncio.to_thread(
+                    healthz_archive, base, lambda s: s["records"] > 0 and s["behind_events"] == 0
+                )
+                redis_server.kill()
+                await client.aclose()
+                await asyncio.sleep(1.5)  # the archiver meets the dead store at least once
+                redis_server.start()
+                client = connect(redis_server.url)
+                store = make_store(client, namespace, retention_ms=604_800_000)
+                after = await some_sends(store)
+                status = await asyncio.to_thread(
+                    healthz_archive, base,
+                    lambda s: s["records"] > first["records"] and s["behind_events"] == 0,
+                )  # fmt: skip
+                assert "archiving" == status["state"]
+            assert "archive_store_unavailable" in log_path.read_text()  # it met the dead store
+            found = archived(archive_dir)
+            pids = {r.pid for r in found if isinstance(r, records.EventRecord)}
+            assert set(before.values()) | set(after.values()) <= pids
+            assert await index_ids(client, store) == event_ixs(found)  # each once, in order
+        finally:
+            await client.aclose()
+        code, report = verify(services, namespace, keys, archive_dir,
+                              ANGELOS_REDIS_URL=redis_server.url)  # fmt: skip
+        assert ([], 0) == (report["findings"], code)
