@@ -551,3 +551,19 @@ async def test_serve_keeps_archiving_after_its_redis_restarts(
         code, report = verify(services, namespace, keys, archive_dir,
                               ANGELOS_REDIS_URL=redis_server.url)  # fmt: skip
         assert ([], 0) == (report["findings"], code)
+
+
+async def test_release_gives_every_kept_stream_its_retention_back(
+    services: Services, namespace: str, store: LedgerStore, keys: Keys, archive_dir: Path,
+    client: aioredis.Redis,
+) -> None:  # fmt: skip
+    assert 0 == archive_once(services, namespace, keys, archive_dir).returncode
+    pid, _ = await claimed_send(store)
+    assert -1 == await client.pttl(store.keys.stream(pid))  # kept: not archived yet
+    done = run_ledger(services, namespace, "archive", "--release", **archive_env(keys, archive_dir))
+    assert 0 == done.returncode, done.stderr
+    assert "the retention applies again to 1 stream(s)" in done.stdout
+    assert 0 < await client.pttl(store.keys.stream(pid)) <= 604_800_000
+    assert await client.hget(store.keys.meta, "archive_pos") is None
+    later, _ = await claimed_send(store)
+    assert await client.pttl(store.keys.stream(later)) > 0  # no archive: the retention at once
