@@ -135,8 +135,9 @@ def write_archive(directory: Path, sends: int, signer: SignerKey) -> int:
     return events
 
 
-def verify_figures(sends: int) -> tuple[int, float, int]:
-    """Generate an archive of `sends` sends, then time the offline verify of all of it."""
+def verify_figures(sends: int) -> tuple[int, float, int, int]:
+    """Generate an archive of `sends` sends, then time the offline verify of all of it; also
+    return this process's peak RSS in MiB (the verify holds the whole archive)."""
     signer, verifier = generate_key("bench")
     directory = Path(tempfile.mkdtemp(prefix="angelos-bench-verify-")) / "archive"
     try:
@@ -149,13 +150,14 @@ def verify_figures(sends: int) -> tuple[int, float, int]:
         summary = audit_archive(found, rules)
         seconds = time.perf_counter() - started
         assert summary.ok and summary.events == events, summary.findings[:3]
-        return events, seconds, len(found.checkpoints)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        return events, seconds, len(found.checkpoints), peak
     finally:
         shutil.rmtree(directory.parent, ignore_errors=True)
 
 
 if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
-    total, seconds, signed = verify_figures(count)
+    total, seconds, signed, peak = verify_figures(count)
     print(f"verify --archive: {total:,} events, {signed} checkpoints in {seconds:.2f} s "
-          f"= {total / seconds:,.0f} events/s")  # fmt: skip
+          f"= {total / seconds:,.0f} events/s; peak RSS {peak:,} MiB")  # fmt: skip

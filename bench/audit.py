@@ -214,11 +214,11 @@ async def main() -> None:
         f"archiver: caught up {archive.events:,} events at {archive.archived:,.0f} events/s "
         f"({archive.archived / archive.append_archived:.1f} x the append rate)"
     )
-    archived, seconds, signed = verify_figures(args.archive_sends)
+    archived, seconds, signed, peak = verify_figures(args.archive_sends)
     print(
         f"verify --archive (offline, one process): {archived:,} events, {signed} signed "
         f"checkpoints in {seconds:.2f} s = {archived / seconds:,.0f} events/s (target: "
-        "1,000,000 in <= 20 s)"
+        f"1,000,000 in <= 20 s); peak RSS of this process {peak:,} MiB"
     )
 
 if __name__ == "__main__":
