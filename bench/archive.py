@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import resource
 import shutil
 import sys
 import tempfile
