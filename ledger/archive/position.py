@@ -18,7 +18,7 @@ from ledger.store.answers import text
 from ledger.store.bulk import BulkReader, IndexEntry, index_entry_from, pages, stored_entry
 from ledger.store.keys import LedgerKeys
 from ledger.store.lua_scripts import LuaScripts
-from schemas.ledger import LedgerEntry, LedgerUnavailable
+from schemas.ledger import LedgerEntry, LedgerUnavailable, pid_fits
 
 SCRIPTS: Final = LuaScripts("ledger.store", ("archive",))
 NO_POSITION: Final = "0-0"
@@ -130,7 +130,7 @@ class ArchivePosition:
                 return []
             async with self.client.pipeline(transaction=False) as pipe:
                 for item in index:
-                    if _is_pid(item.pid) and item.seq > 0:
+                    if pid_fits(item.pid) and item.seq > 0:
                         ident = f"0-{item.seq}"
                         pipe.xrange(self.keys.stream(item.pid), ident, ident)
                 found = iter(await pipe.execute())
@@ -138,7 +138,7 @@ class ArchivePosition:
             raise LedgerUnavailable(maybe_applied=False) from None
         fetched = []
         for item in index:
-            rows = next(found) if _is_pid(item.pid) and item.seq > 0 else []
+            rows = next(found) if pid_fits(item.pid) and item.seq > 0 else []
             entry = stored_entry(item.pid, rows[0]).entry if rows else None
             fetched.append(Fetched(item, entry))
         return fetched
@@ -177,8 +177,4 @@ class ArchivePosition:
         except (rex.ConnectionError, rex.TimeoutError, OSError):
             raise LedgerUnavailable(maybe_applied=True) from None
         return changed
-
-
-def _is_pid(pid: str) -> bool:
-    return len(pid) == 32 and all(ch in "0123456789abcdef" for ch in pid)
 
