@@ -152,7 +152,7 @@ def verify_archive(args: argparse.Namespace, config: StoreConfig | None) -> int:
     summary = audit_archive(found, rules, keep_steps=args.html is not None)
     if earlier is not None and (rolled := consistent_from(found, earlier)) is not None:
         summary.findings.insert(0, rolled)
-    live, store_archived, later = _live_choice(args, config, found), -1, 0
+    live, store_archived, later = _live_choice(args, config), -1, 0
     if live == "checked" and config is not None:
         compared = asyncio.run(_compare(config, found, now, rules.retention_ms))
         if isinstance(compared, str):
@@ -176,7 +176,7 @@ def verify_archive(args: argparse.Namespace, config: StoreConfig | None) -> int:
     return answer(args, build_report(summary, checked))
 
 
-def _live_choice(args: argparse.Namespace, config: StoreConfig | None, found: ArchiveRead) -> str:
+def _live_choice(args: argparse.Namespace, config: StoreConfig | None) -> str:
     if args.offline:
         return "--offline"
     if config is None or config.mode == "off":
