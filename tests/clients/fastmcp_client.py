@@ -7,7 +7,9 @@ http://localhost:<random port>/callback. Driven by tests/protocol/test_third_par
 
 The only change to the helper: `webbrowser.open` prints the authorization URL as a step
 instead of opening a browser; whoever completes consent sends the browser (or a plain GET) on
-to the callback. Prints one JSON line per step on stdout (as ts_client.mjs does) and exits 0
+to the callback. The helper opens the browser before its callback server listens (a person
+takes longer than uvicorn's start; a scripted consent on a busy machine does not), so the step
+is printed only once the callback port accepts connections. Prints one JSON line per step on stdout (as ts_client.mjs does) and exits 0
 only when every step passed. The test CA comes from SSL_CERT_FILE.
 """
 
@@ -16,7 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
 import sys
+import threading
 import time
 import traceback
 import webbrowser
@@ -31,9 +35,24 @@ def emit(step: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-def record_instead_of_opening(url: str, *_args: Any, **_kwargs: Any) -> bool:
-    emit("authorize", url=url)
-    return True
+def announce_when_listening(auth: OAuth) -> Any:
+    """A `webbrowser.open` that prints the URL once the helper's callback port accepts."""
+
+    def wait_then_emit(url: str) -> None:
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((auth._callback_host, auth.redirect_port), 0.5).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        emit("authorize", url=url)  # past the deadline the consent fails and says so
+
+    def record_instead_of_opening(url: str, *_args: Any, **_kwargs: Any) -> bool:
+        threading.Thread(target=wait_then_emit, args=(url,), daemon=True).start()
+        return True
+
+    return record_instead_of_opening
 
 
 def outcome(result: Any) -> dict[str, Any]:
@@ -50,8 +69,8 @@ async def main() -> int:
     parser.add_argument("--client-id")
     parser.add_argument("--tool-args", default='{"action":"capabilities"}')
     args = parser.parse_args()
-    webbrowser.open = record_instead_of_opening  # type: ignore[assignment]
     auth = OAuth(callback_timeout=30.0, client_id=args.client_id)
+    webbrowser.open = announce_when_listening(auth)
     tool_args = json.loads(args.tool_args)
     async with Client(args.url, auth=auth, timeout=30) as client:
         context = auth.context
