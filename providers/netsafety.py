@@ -4,6 +4,12 @@ Every mail connection (IMAP, SMTP) resolves its host once, refuses the whole hos
 answer is non-public (loopback and private addresses are allowed only by
 MAIL_ALLOW_PRIVATE_HOSTS), and dials the vetted numeric addresses itself, so no second lookup
 can reopen a DNS-rebinding window.
+
+Pinned provider hosts (imap.gmail.com, oauth2.googleapis.com, ...) resolve through DNS like any
+other. The one exception is the test seam `reroute_for_tests`: a Python call, made only by the
+test tree's launcher, that sends named pinned destinations to loopback listeners and trusts one
+extra CA for them. No environment variable, file or flag of the product reaches it, and the TLS
+certificate is still verified against the pinned host name.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ from typing import Any
 from schemas.errors import ServiceUnavailable
 
 MAX_ADDRESSES = 32
+# The test seam: (host, port) → loopback (address, port), and the CA that signs its listeners.
+# Empty in every process the product starts itself.
+_REROUTED: dict[tuple[str, int], tuple[str, int]] = {}
+_REROUTED_CA: list[str] = []
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 SockAddr = tuple[Any, ...]
@@ -77,10 +87,28 @@ def is_dialable_private_address(address: IPAddress) -> bool:
     return not address.is_reserved
 
 
+def reroute_for_tests(routes: dict[tuple[str, int], tuple[str, int]], ca_file: str) -> None:
+    """Test seam: dial loopback listeners for these pinned destinations, trusting `ca_file`."""
+    for (host, port), (address, to_port) in routes.items():
+        if not ipaddress.ip_address(address).is_loopback:
+            raise ValueError("the test seam reroutes to loopback only")
+        _REROUTED[(host.lower(), port)] = (address, to_port)
+    _REROUTED_CA[:] = [ca_file]
+    tls_context.cache_clear()
+
+
+def rerouted(host: str, port: int) -> bool:
+    """Tell whether the test seam reroutes this destination (never, outside the test tree)."""
+    return (host.lower(), port) in _REROUTED
+
+
 async def resolve_destination(
     host: str, port: int, *, allow_private_hosts: bool
 ) -> list[tuple[int, SockAddr]]:
     """Resolve `host` once and vet every answer; refuse the whole host if any answer is bad."""
+    route = _REROUTED.get((host.lower(), port))
+    if route is not None:
+        return [(int(socket.AF_INET6 if ":" in route[0] else socket.AF_INET), route)]
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(
@@ -117,8 +145,9 @@ async def resolve_destination(
 def tls_context(ca_file: str | None) -> ssl.SSLContext:
     """Build the client TLS context: TLS ≥ 1.2, system roots plus `ca_file`, hostname checks."""
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)  # system roots
-    if ca_file:
-        context.load_verify_locations(cafile=ca_file)
+    for extra in (ca_file, *_REROUTED_CA):
+        if extra:
+            context.load_verify_locations(cafile=extra)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = True
     context.verify_mode = ssl.CERT_REQUIRED
