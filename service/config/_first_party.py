@@ -12,6 +12,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from schemas.secret import Secret
+from schemas.strict_json import StrictJsonError, parse_array, parse_object
 from service.config._model import Client, FirstPartyConfig, HttpAuthConfig, MailConfig, StoreConfig
 from service.config._redirect_uris import callback_key, callback_problem
 from service.config._urls import HttpsUrl, parse_public_https_url
@@ -24,7 +25,6 @@ from service.config.signing_keys import (
     load_verification_key,
 )
 from service.config.table.variables import read
-from service.wire.strict_json import StrictJsonError, parse_array, parse_object
 
 CHATGPT_CLIENT_ID = "https://chatgpt.com/oauth/client.json"
 MAX_JSON_BYTES = 32768

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import pytest
 
+from schemas.strict_json import StrictJsonError, parse_object
 from service.auth.resource.jwks import MAX_JWKS_BYTES, JwksError, parse_jwks
 from service.auth.resource.jwt import MAX_TOKEN_BYTES, TokenRejected, parse_token
-from service.wire.strict_json import StrictJsonError, parse_object
 from support.linear import LINEAR_BOUND, growth
 from support.tokens import Minter, b64url, compact, rsa_key
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.wire.strict_json import NonInteger, StrictJsonError, parse_array, parse_object
+from schemas.strict_json import NonInteger, StrictJsonError, parse_array, parse_object
 
 
 def refusal(data: bytes, max_depth: int = 16, casefold_names: bool = False) -> str:

@@ -12,8 +12,8 @@ from typing import Any, Literal
 import msgspec
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from schemas.strict_json import StrictJsonError, parse_object
 from service.wire.b64url import decode_b64url
-from service.wire.strict_json import StrictJsonError, parse_object
 
 Alg = Literal["RS256", "ES256"]
 

@@ -18,9 +18,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
+from schemas.strict_json import StrictJsonError, parse_object
 from service.auth.resource.jwks import Alg, PublicKey
 from service.wire.b64url import decode_b64url
-from service.wire.strict_json import StrictJsonError, parse_object
 
 MAX_TOKEN_BYTES = 16384
 MAX_HEADER_BYTES = 2048

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import msgspec
 
+from schemas.strict_json import StrictJsonError, parse_object
 from service.config import (
     CHATGPT_CLIENT_ID,
     FirstPartyConfig,
@@ -25,7 +26,6 @@ from service.config import (
     parse_public_https_url,
     utf8_size,
 )
-from service.wire.strict_json import StrictJsonError, parse_object
 
 CHATGPT_CALLBACK: Final = "https://chatgpt.com/connector_platform_oauth_redirect"
 CHATGPT_NAME: Final = "ChatGPT"

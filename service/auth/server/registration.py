@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from schemas.strict_json import StrictJsonError, parse_object
 from service.config import (
     FirstPartyConfig,
     callback_key,
@@ -28,7 +29,6 @@ from service.config import (
     kind_of,
     utf8_size,
 )
-from service.wire.strict_json import StrictJsonError, parse_object
 
 CLIENT_ID_PREFIX: Final = "reg-"
 MAX_BODY_BYTES: Final = 16384

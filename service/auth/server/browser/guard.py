@@ -14,8 +14,8 @@ from urllib.parse import parse_qsl
 import msgspec
 from aiohttp import web
 
+from schemas.strict_json import StrictJsonError, parse_object
 from service.auth.server.errors import OAuthError
-from service.wire.strict_json import StrictJsonError, parse_object
 
 MAX_BODY_BYTES: Final = 64 * 1024
 MAX_JSON_DEPTH: Final = 8
