@@ -10,14 +10,13 @@ request has a deadline.
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Final
 
 import aiohttp
 import msgspec
-from aiohttp.abc import AbstractResolver, ResolveResult
 
-from providers.netsafety import resolve_destination, tls_context
+from providers.netsafety import tls_context
+from providers.vetted_http import VettedResolver
 from schemas.errors import ServiceUnavailable
 
 MAX_HEADER_BYTES: Final = 16 * 1024
@@ -33,34 +32,6 @@ class Fetched(msgspec.Struct, frozen=True):
     body: bytes
     media_type: str
     cache_control: str
-
-
-class _VettedResolver(AbstractResolver):
-    """Resolve once through the outbound rules, so aiohttp dials only vetted addresses."""
-
-    def __init__(self, allow_private_hosts: bool) -> None:
-        self.allow_private_hosts = allow_private_hosts
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        answers = await resolve_destination(
-            host, port, allow_private_hosts=self.allow_private_hosts
-        )
-        return [
-            ResolveResult(
-                hostname=host,
-                host=str(sockaddr[0]),
-                port=port,
-                family=found_family,
-                proto=socket.IPPROTO_TCP,
-                flags=socket.AI_NUMERICHOST,
-            )
-            for found_family, sockaddr in answers
-        ]
-
-    async def close(self) -> None:
-        return None
 
 
 class OutboundGet:
@@ -85,7 +56,7 @@ class OutboundGet:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(
-                resolver=_VettedResolver(self.allow_private_hosts),
+                resolver=VettedResolver(self.allow_private_hosts),
                 ssl=tls_context(self.ca_file),
                 use_dns_cache=False,
                 limit=4,
