@@ -97,6 +97,13 @@ def reroute_for_tests(routes: dict[tuple[str, int], tuple[str, int]], ca_file: s
     tls_context.cache_clear()
 
 
+def clear_reroutes_for_tests() -> None:
+    """Test seam: forget every reroute and the extra CA, so pinned hosts resolve as usual."""
+    _REROUTED.clear()
+    _REROUTED_CA.clear()
+    tls_context.cache_clear()
+
+
 def rerouted(host: str, port: int) -> bool:
     """Tell whether the test seam reroutes this destination (never, outside the test tree)."""
     return (host.lower(), port) in _REROUTED
