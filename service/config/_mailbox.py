@@ -9,7 +9,7 @@ import msgspec
 from providers.smtp import DEFAULT_MAX_CONNECTIONS
 from providers.smtp.settings import TlsMode
 from schemas.secret import Secret
-from service.config._model import MailConfig
+from service.config._model import MailConfig, OAuthLogin
 from service.config._values import has_control, is_bare_address, utf8_size, value_of
 from service.config.table.variables import BY_NAME, VARIABLES, read
 
@@ -19,35 +19,40 @@ _AUTH_MODES: dict[str, tuple[str, ...]] = {
     "gmail": ("google_oauth2", "app_password"),
     "icloud": ("app_password",),
     "yahoo": ("app_password",),
+    "outlook": ("microsoft_oauth2",),
     "microsoft": ("microsoft_graph",),
 }
-_ADDRESS_USERNAME = frozenset({"gmail", "icloud", "yahoo", "microsoft"})
-_PINNED = frozenset({"gmail", "icloud", "yahoo"})
+_OAUTH_MODES = frozenset({"google_oauth2", "microsoft_oauth2", "microsoft_graph"})
+_ADDRESS_USERNAME = frozenset({"gmail", "icloud", "yahoo", "outlook", "microsoft"})
+_PINNED = frozenset({"gmail", "icloud", "yahoo", "outlook"})
 _IMAP_PRESET = {
     "spacemail": "mail.spacemail.com",
     "gmail": "imap.gmail.com",
     "icloud": "imap.mail.me.com",
     "yahoo": "imap.mail.yahoo.com",
+    "outlook": "outlook.office365.com",
 }
 _SMTP_PRESET = {
     "spacemail": "mail.spacemail.com",
     "gmail": "smtp.gmail.com",
     "icloud": "smtp.mail.me.com",
     "yahoo": "smtp.mail.yahoo.com",
+    "outlook": "smtp.office365.com",
 }
-_PINNED_SMTP_PORTS = {"gmail": (465, 587), "icloud": (587,), "yahoo": (465, 587)}
+_PINNED_SMTP_PORTS = {"gmail": (465, 587), "icloud": (587,), "yahoo": (465, 587), "outlook": (587,)}
+# Providers that file a copy of every message they accept in Sent themselves.
+_FILES_SENT = frozenset({"gmail", "outlook", "microsoft"})
 _GOOGLE_VARS = tuple(v.name for v in VARIABLES if v.name.startswith("GOOGLE_"))
 _MICROSOFT_VARS = tuple(v.name for v in VARIABLES if v.name.startswith("MICROSOFT_"))
+# What outlook reads of them (the rest are Graph's); the client secret is optional.
+_OUTLOOK_REQUIRED = ("MICROSOFT_CLIENT_ID", "MICROSOFT_REFRESH_TOKEN", "MICROSOFT_TENANT_ID")
+_OUTLOOK_VARS = (*_OUTLOOK_REQUIRED, "MICROSOFT_CLIENT_SECRET")
 _MAX_ALIASES = 50
 _MAX_ALIASES_BYTES = 16 * 1024
 
 UNSUPPORTED_MICROSOFT = (
     "MAIL_PROVIDER: microsoft (Microsoft Graph) is not supported by this release; "
     "use an IMAP/SMTP provider with password or app_password login"
-)
-UNSUPPORTED_GOOGLE_OAUTH = (
-    "MAIL_AUTH_MODE: google_oauth2 is not supported by this release; "
-    "use MAIL_AUTH_MODE=app_password with a Google app password"
 )
 
 
@@ -82,12 +87,10 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
     timeout_ms: int | None = read(env, "MAIL_TIMEOUT", problems)
     max_connections: int | None = read(env, "SMTP_MAX_CONNECTIONS", problems)
     tls_ca_file = read(env, "MAIL_TLS_CA_FILE", problems)
-    _check_google(env, provider, auth_mode, problems)
-    _check_microsoft(env, provider, problems)
+    oauth = _check_google(env, provider, auth_mode, problems)
+    oauth = _check_microsoft(env, provider, problems) or oauth
     if provider == "microsoft":
         problems.append(UNSUPPORTED_MICROSOFT)
-    elif auth_mode == "google_oauth2":
-        problems.append(UNSUPPORTED_GOOGLE_OAUTH)
 
     if provider is None or auth_mode is None:
         return MailLoad(
@@ -112,8 +115,9 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
         tls_ca_file=tls_ca_file,
         allow_private_hosts=read(env, "MAIL_ALLOW_PRIVATE_HOSTS", problems),
         gmail_imap=provider == "gmail" or imap_lower in ("imap.gmail.com", "imap.googlemail.com"),
-        smtp_stores_sent=provider in ("gmail", "microsoft")
+        smtp_stores_sent=provider in _FILES_SENT
         or smtp_lower in ("smtp.gmail.com", "smtp.googlemail.com"),
+        oauth=oauth,
     )
     valid = not problems and username is not None
     return MailLoad(
@@ -153,7 +157,7 @@ def _password(env: Mapping[str, str], auth_mode: str | None, problems: list[str]
     password = value_of(env, "MAIL_PASSWORD")
     if auth_mode in ("password", "app_password") and password is None:
         problems.append(f"MAIL_PASSWORD: required for {auth_mode} login")
-    if auth_mode in ("google_oauth2", "microsoft_graph") and password is not None:
+    if auth_mode in _OAUTH_MODES and password is not None:
         problems.append(f"MAIL_PASSWORD: must be unset for {auth_mode}")
     if password is not None:
         read(env, "MAIL_PASSWORD", problems)  # the value stays shown as set even when refused
@@ -214,7 +218,7 @@ def _endpoints(env: Mapping[str, str], provider: str | None, problems: list[str]
     result.imap_host = _host(env, "IMAP_HOST", provider, _IMAP_PRESET, problems)
     result.smtp_host = _host(env, "SMTP_HOST", provider, _SMTP_PRESET, problems)
     result.imap_port = 993 if imap_port is None else imap_port
-    default_smtp_port = 587 if provider == "icloud" else 465
+    default_smtp_port = 587 if provider in ("icloud", "outlook") else 465
     result.smtp_port = default_smtp_port if smtp_port is None else smtp_port
     if provider in _PINNED and result.imap_port != 993:
         problems.append(f"IMAP_PORT: {provider} requires 993")
@@ -267,24 +271,48 @@ def _check_microsoft_endpoints(
 
 def _check_google(
     env: Mapping[str, str], provider: str | None, auth_mode: str | None, problems: list[str]
-) -> None:
+) -> OAuthLogin | None:
     wanted = provider == "gmail" and auth_mode == "google_oauth2"
+    values: dict[str, str] = {}
     for name in _GOOGLE_VARS:
         if value_of(env, name) is None:
             if wanted:
                 problems.append(f"{name}: required for gmail with google_oauth2")
         elif not wanted:
             problems.append(f"{name}: only allowed with MAIL_PROVIDER=gmail and google_oauth2")
-        else:
-            read(env, name, problems)
+        elif (value := read(env, name, problems)) is not None:
+            values[name] = value
+    if len(values) != len(_GOOGLE_VARS):
+        return None
+    return OAuthLogin(
+        issuer="google",
+        client_id=values["GOOGLE_CLIENT_ID"],
+        client_secret=Secret(values["GOOGLE_CLIENT_SECRET"]),
+        refresh_token=Secret(values["GOOGLE_REFRESH_TOKEN"]),
+    )
 
 
-def _check_microsoft(env: Mapping[str, str], provider: str | None, problems: list[str]) -> None:
+def _check_microsoft(
+    env: Mapping[str, str], provider: str | None, problems: list[str]
+) -> OAuthLogin | None:
+    values: dict[str, str] = {}
     for name in _MICROSOFT_VARS:
         if value_of(env, name) is None:
-            if provider == "microsoft":
-                problems.append(f"{name}: required for microsoft")
-        elif provider != "microsoft":
+            if provider == "microsoft" or (provider == "outlook" and name in _OUTLOOK_REQUIRED):
+                problems.append(f"{name}: required for {provider}")
+        elif provider == "outlook" and name not in _OUTLOOK_VARS:
             problems.append(f"{name}: only allowed with MAIL_PROVIDER=microsoft")
-        else:
-            read(env, name, problems)
+        elif provider not in ("microsoft", "outlook"):
+            problems.append(f"{name}: only allowed with MAIL_PROVIDER=outlook or microsoft")
+        elif (value := read(env, name, problems)) is not None:
+            values[name] = value
+    if provider != "outlook" or any(name not in values for name in _OUTLOOK_REQUIRED):
+        return None
+    secret = values.get("MICROSOFT_CLIENT_SECRET")
+    return OAuthLogin(
+        issuer="microsoft",
+        client_id=values["MICROSOFT_CLIENT_ID"],
+        client_secret=None if secret is None else Secret(secret),
+        refresh_token=Secret(values["MICROSOFT_REFRESH_TOKEN"]),
+        tenant=values["MICROSOFT_TENANT_ID"],
+    )

@@ -22,6 +22,16 @@ class Gates(msgspec.Struct, frozen=True):
     delete: bool
 
 
+class OAuthLogin(msgspec.Struct, frozen=True):
+    """The refresh grant an XOAUTH2 mailbox logs in with (gmail, outlook)."""
+
+    issuer: str  # "google" or "microsoft"
+    client_id: str
+    client_secret: Secret | None
+    refresh_token: Secret
+    tenant: str | None = None  # microsoft: a tenant UUID or "consumers"
+
+
 class MailConfig(msgspec.Struct, frozen=True):
     """The one configured mailbox (IMAP + SMTP) after validation."""
 
@@ -42,6 +52,7 @@ class MailConfig(msgspec.Struct, frozen=True):
     allow_private_hosts: bool
     gmail_imap: bool
     smtp_stores_sent: bool
+    oauth: OAuthLogin | None = None  # set for google_oauth2 and microsoft_oauth2
 
 
 class StoreConfig(msgspec.Struct, frozen=True):

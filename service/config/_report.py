@@ -17,7 +17,7 @@ from service.config.table.variables import GROUPS, VARIABLES, Variable
 
 INVALID: Final = "invalid (see Problems)"
 UNRESOLVED: Final = "not resolved (see Problems)"
-_MAIL_REFUSED = tuple(v.name for v in VARIABLES if v.name.startswith(("GOOGLE_", "MICROSOFT_")))
+_MAIL_OAUTH = tuple(v.name for v in VARIABLES if v.name.startswith(("GOOGLE_", "MICROSOFT_")))
 _MCP = tuple(v.name for v in VARIABLES if v.name.startswith("MCP_"))
 
 
@@ -88,11 +88,31 @@ def _mail(mail: MailConfig | None, *, valid: bool) -> dict[str, object]:
         "MAIL_TLS_CA_FILE": mail.tls_ca_file,
         "MAIL_ALLOW_PRIVATE_HOSTS": _switch(mail.allow_private_hosts),
     }
-    # Outside gmail with google_oauth2 and outside microsoft (both refused, so never in a valid
-    # mailbox) any value of these is a problem naming it: unnamed, they are unset.
-    if valid or (mail.provider != "microsoft" and mail.auth_mode != "google_oauth2"):
-        values.update(dict.fromkeys(_MAIL_REFUSED, "unset"))
+    # Outside an OAuth login (and outside microsoft, refused) any value of these is a problem
+    # naming it: unnamed, they are unset.
+    if valid or mail.provider not in ("gmail", "outlook", "microsoft"):
+        values.update(dict.fromkeys(_MAIL_OAUTH, "unset"))
+    values.update(_oauth(mail))
     return values
+
+
+def _oauth(mail: MailConfig) -> dict[str, object]:
+    """The grant's values by variable name (secrets stay Secret: describe shows them as set)."""
+    grant = mail.oauth
+    if grant is None:
+        return {}
+    if grant.issuer == "google":
+        return {
+            "GOOGLE_CLIENT_ID": grant.client_id,
+            "GOOGLE_CLIENT_SECRET": grant.client_secret,
+            "GOOGLE_REFRESH_TOKEN": grant.refresh_token,
+        }
+    return {
+        "MICROSOFT_CLIENT_ID": grant.client_id,
+        "MICROSOFT_CLIENT_SECRET": grant.client_secret,
+        "MICROSOFT_REFRESH_TOKEN": grant.refresh_token,
+        "MICROSOFT_TENANT_ID": grant.tenant,
+    }
 
 
 def _store(store: StoreConfig | None) -> dict[str, object]:

@@ -182,7 +182,7 @@ class TestMailboxRejects:
             ({"MAIL_PASSWORD": None}, "MAIL_PASSWORD"),
             ({"MAIL_PASSWORD": PASSWORD + "\n"}, "MAIL_PASSWORD"),
             ({"MAIL_PASSWORD": PASSWORD + "\x00"}, "MAIL_PASSWORD"),
-            ({"MAIL_PROVIDER": "outlook"}, "MAIL_PROVIDER"),
+            ({"MAIL_PROVIDER": "hotmail"}, "MAIL_PROVIDER"),
             ({"MAIL_PROVIDER": "Spacemail"}, "MAIL_PROVIDER"),
             ({"MAIL_AUTH_MODE": "oauth2"}, "MAIL_AUTH_MODE"),
             ({"MAIL_AUTH_MODE": "app_password"}, "MAIL_AUTH_MODE"),
@@ -447,13 +447,17 @@ class TestGmail:
         """Check 49: host overrides, port 25 and Google values with app_password are rejected."""
         assert_rejected(load(GMAIL_APP, **changes), variable)
 
-    def test_valid_google_oauth2_is_reported_unsupported(self) -> None:
-        """A valid google_oauth2 setup (the gmail default) yields exactly the unsupported line."""
+    def test_google_oauth2_is_the_gmail_default(self) -> None:
+        """google_oauth2 (the gmail default) loads its grant; secrets stay wrapped."""
         config = load(GMAIL_OAUTH)
-        assert config.mail is None
-        assert len(config.problems) == 1
-        assert config.problems[0].startswith("MAIL_AUTH_MODE:")
-        assert "not supported by this release" in config.problems[0]
+        mail = config.mail
+        assert config.problems == () and mail is not None
+        assert (mail.auth_mode, mail.password, mail.smtp_stores_sent) == ("google_oauth2", None, True)
+        assert mail.oauth is not None and mail.oauth.issuer == "google"
+        assert mail.oauth.refresh_token.reveal() == GOOGLE["GOOGLE_REFRESH_TOKEN"]
+        assert GOOGLE["GOOGLE_REFRESH_TOKEN"] not in repr(mail)
+        assert GOOGLE["GOOGLE_CLIENT_SECRET"] not in repr(mail)
+        assert (mail.imap_host, mail.smtp_host) == ("imap.gmail.com", "smtp.gmail.com")
 
     @pytest.mark.parametrize(
         ("changes", "variable"),
@@ -481,6 +485,69 @@ class TestGmail:
         mail = load(CUSTOM, IMAP_HOST="imap.example.com", SMTP_HOST="smtp.gmail.com").mail
         assert mail is not None
         assert (mail.gmail_imap, mail.smtp_stores_sent) == (False, True)
+
+
+OUTLOOK = {
+    "MAIL_PROVIDER": "outlook",
+    "MAIL_USERNAME": "owner@outlook.com",
+    "MICROSOFT_CLIENT_ID": "0b5c8f8e-4c4a-4a63-9d0f-2f1de6d5b7a1",
+    "MICROSOFT_REFRESH_TOKEN": "ms-refresh",
+    "MICROSOFT_TENANT_ID": "consumers",
+}
+
+
+class TestOutlook:
+    def test_the_preset_is_pinned_and_uses_xoauth2(self) -> None:
+        """outlook: Microsoft's IMAP and SMTP hosts, 587 STARTTLS, a public client by default."""
+        mail = load(OUTLOOK).mail
+        assert mail is not None
+        assert (mail.imap_host, mail.imap_port) == ("outlook.office365.com", 993)
+        assert (mail.smtp_host, mail.smtp_port, mail.smtp_tls_mode) == (
+            "smtp.office365.com",
+            587,
+            "starttls",
+        )
+        assert (mail.auth_mode, mail.smtp_stores_sent, mail.gmail_imap) == (
+            "microsoft_oauth2",
+            True,
+            False,
+        )
+        assert mail.oauth is not None
+        assert (mail.oauth.issuer, mail.oauth.tenant, mail.oauth.client_secret) == (
+            "microsoft",
+            "consumers",
+            None,
+        )
+
+    def test_a_client_secret_is_optional(self) -> None:
+        """A confidential client's secret is read (and never shown)."""
+        mail = load(OUTLOOK, MICROSOFT_CLIENT_SECRET="ms-secret").mail
+        assert mail is not None and mail.oauth is not None
+        assert mail.oauth.client_secret is not None and "ms-secret" not in repr(mail)
+
+    @pytest.mark.parametrize(
+        ("changes", "variable"),
+        [
+            ({"MICROSOFT_CLIENT_ID": None}, "MICROSOFT_CLIENT_ID"),
+            ({"MICROSOFT_CLIENT_ID": "not-a-uuid"}, "MICROSOFT_CLIENT_ID"),
+            ({"MICROSOFT_REFRESH_TOKEN": None}, "MICROSOFT_REFRESH_TOKEN"),
+            ({"MICROSOFT_TENANT_ID": "common"}, "MICROSOFT_TENANT_ID"),
+            ({"MICROSOFT_ACCOUNT_ID": "x"}, "MICROSOFT_ACCOUNT_ID"),
+            ({"MAIL_PASSWORD": PASSWORD}, "MAIL_PASSWORD"),
+            ({"SMTP_PORT": "465"}, "SMTP_PORT"),
+            ({"IMAP_HOST": "imap.example.com"}, "IMAP_HOST"),
+            ({"MAIL_AUTH_MODE": "password"}, "MAIL_AUTH_MODE"),
+            ({"MAIL_USERNAME": "owner"}, "MAIL_USERNAME"),
+            ({"GOOGLE_CLIENT_ID": "client"}, "GOOGLE_CLIENT_ID"),
+        ],
+    )
+    def test_outlook_rejects(self, changes: dict[str, str | None], variable: str) -> None:
+        """Missing or malformed grant values, Graph-only values, passwords and overrides."""
+        assert_rejected(load(OUTLOOK, **changes), variable)
+
+    def test_microsoft_values_are_refused_elsewhere(self) -> None:
+        """A Microsoft value with a password provider is a problem naming it."""
+        assert_rejected(load(BASE, MICROSOFT_TENANT_ID="consumers"), "MICROSOFT_TENANT_ID")
 
 
 class TestMicrosoft:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from providers.smtp import DEFAULT_MAX_CONNECTIONS
@@ -18,12 +19,16 @@ from service.config.table.rules import (
     ReadableFile,
     Scopes,
     Switch,
+    Token,
 )
 
 _NO_CR_LF_NUL = Matches(
     lambda v: not has_cr_lf_nul(v), "no CR, LF or NUL", "must not contain CR, LF or NUL"
 )
-_PINNED_HOST = "; gmail, icloud, yahoo: only their preset"
+UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_GOOGLE = "; required with gmail and `google_oauth2`, refused otherwise"
+_OUTLOOK = "; required with outlook, refused otherwise except with microsoft"
+_PINNED_HOST = "; gmail, icloud, yahoo, outlook: only their preset"
 
 
 def _local_owner(owner: str) -> bool:
@@ -44,22 +49,22 @@ MAILBOX_VARIABLES: Final = (
     Variable(
         "MAIL_PROVIDER",
         "mailbox",
-        Choice(("spacemail", "gmail", "icloud", "yahoo", "microsoft", "custom")),
-        "picks the host, port and login presets; `microsoft` is refused by this release",
+        Choice(("spacemail", "gmail", "icloud", "yahoo", "outlook", "microsoft", "custom")),
+        "picks the host, port and login presets (docs/providers.md); `microsoft` (Graph) is"
+        " refused by this release",
         unset="spacemail",
     ),
     Variable(
         "MAIL_AUTH_MODE",
         "mailbox",
         Custom(
-            "spacemail, custom: `password`; icloud, yahoo: `app_password`; gmail: `app_password`"
-            " or `google_oauth2`",
+            "spacemail, custom: `password`; icloud, yahoo: `app_password`; gmail: `google_oauth2`"
+            " or `app_password`; outlook: `microsoft_oauth2`",
             checked_by="_mailbox._auth_mode",
         ),
-        "how angelos logs in; `google_oauth2` is refused by this release, so gmail needs"
-        " `app_password`",
+        "how angelos logs in: a password, or OAuth (XOAUTH2) with a refresh token",
         shown="`password` (spacemail, custom), `app_password` (icloud, yahoo), `google_oauth2`"
-        " (gmail)",
+        " (gmail), `microsoft_oauth2` (outlook)",
     ),
     Variable(
         "MAIL_USERNAME",
@@ -67,14 +72,14 @@ MAILBOX_VARIABLES: Final = (
         _NO_CR_LF_NUL,
         "the IMAP and SMTP login",
         shown="required",
-        also="; gmail, icloud, yahoo: a complete bare address",
+        also="; gmail, icloud, yahoo, outlook: a complete bare address",
     ),
     Variable(
         "MAIL_PASSWORD",
         "mailbox",
         _NO_CR_LF_NUL,
         "the mailbox password or app password for IMAP and SMTP",
-        shown="required",
+        shown="required (unset with OAuth)",
         secret=True,
     ),
     Variable(
@@ -113,7 +118,7 @@ MAILBOX_VARIABLES: Final = (
         Int(1, 65535),
         "the IMAP port",
         unset=993,
-        also="; gmail, icloud, yahoo: 993",
+        also="; gmail, icloud, yahoo, outlook: 993",
     ),
     Variable(
         "SMTP_HOST",
@@ -128,8 +133,8 @@ MAILBOX_VARIABLES: Final = (
         "mailbox",
         Int(1, 65535),
         "the SMTP submission port",
-        shown="`465` (icloud: `587`)",
-        also="; gmail, yahoo: 465 or 587; icloud: 587",
+        shown="`465` (icloud, outlook: `587`)",
+        also="; gmail, yahoo: 465 or 587; icloud, outlook: 587",
     ),
     Variable(
         "SMTP_TLS_MODE",
@@ -167,6 +172,60 @@ MAILBOX_VARIABLES: Final = (
         "lets IMAP and SMTP reach loopback and private addresses (refused otherwise)",
         unset=False,
         also="; anything else is off",
+    ),
+    Variable(
+        "GOOGLE_CLIENT_ID",
+        "mailbox",
+        Token(16384),
+        "the OAuth client of your Google Cloud project (`angelos google-auth` uses it too)",
+        also=_GOOGLE,
+    ),
+    Variable(
+        "GOOGLE_CLIENT_SECRET",
+        "mailbox",
+        Token(16384),
+        "that client's secret",
+        also=_GOOGLE,
+        secret=True,
+    ),
+    Variable(
+        "GOOGLE_REFRESH_TOKEN",
+        "mailbox",
+        Token(16384),
+        "the owner's grant for scope `https://mail.google.com/`, from `angelos google-auth`;"
+        " exchanged for access tokens at Google's token endpoint",
+        also=_GOOGLE,
+        secret=True,
+    ),
+    Variable(
+        "MICROSOFT_CLIENT_ID",
+        "mailbox",
+        Matches(re.compile(UUID), "a UUID"),
+        "outlook: the application (client) ID of your Microsoft Entra app registration",
+        also=_OUTLOOK,
+    ),
+    Variable(
+        "MICROSOFT_CLIENT_SECRET",
+        "mailbox",
+        Token(16384),
+        "outlook: that app's client secret; unset for a public (native) client",
+        also="; optional with outlook, refused otherwise except with microsoft",
+        secret=True,
+    ),
+    Variable(
+        "MICROSOFT_REFRESH_TOKEN",
+        "mailbox",
+        Token(16384),
+        "outlook: the owner's grant for IMAP and SMTP, from `angelos outlook-auth`",
+        also=_OUTLOOK,
+        secret=True,
+    ),
+    Variable(
+        "MICROSOFT_TENANT_ID",
+        "mailbox",
+        Matches(re.compile(f"consumers|{UUID}"), "a tenant UUID or `consumers`"),
+        "outlook: your Microsoft 365 tenant's UUID, or `consumers` for Outlook.com",
+        also=_OUTLOOK,
     ),
     Variable(
         "MAIL_ENABLE_WRITES",

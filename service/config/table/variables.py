@@ -11,7 +11,6 @@ and are spliced in at their place. docs/configuration.md renders this table
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -73,9 +72,6 @@ GROUPS: Final = (
 
 __all__ = ["BY_NAME", "GROUPS", "VARIABLES", "Group", "Variable", "read"]
 
-_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-_GOOGLE = "; only with gmail and `google_oauth2`"
-_GOOGLE_EFFECT = "Google OAuth login, which this release refuses"
 _MICROSOFT = "; only with `MAIL_PROVIDER=microsoft`"
 _MICROSOFT_EFFECT = "Microsoft Graph, which this release refuses"
 _REST = Refused("not supported by this version; use ANGELOS_REDIS_URL")
@@ -99,53 +95,6 @@ VARIABLES: Final = (
     ),
     Variable("ANGELOS_REDIS_REST_URL", "refused", _REST, _REST_EFFECT),
     Variable("ANGELOS_REDIS_REST_TOKEN", "refused", _REST, _REST_EFFECT, secret=True),
-    Variable("GOOGLE_CLIENT_ID", "refused", Token(16384), _GOOGLE_EFFECT, also=_GOOGLE),
-    Variable(
-        "GOOGLE_CLIENT_SECRET",
-        "refused",
-        Token(16384),
-        _GOOGLE_EFFECT,
-        also=_GOOGLE,
-        secret=True,
-    ),
-    Variable(
-        "GOOGLE_REFRESH_TOKEN",
-        "refused",
-        Token(16384),
-        _GOOGLE_EFFECT,
-        also=_GOOGLE,
-        secret=True,
-    ),
-    Variable(
-        "MICROSOFT_CLIENT_ID",
-        "refused",
-        Matches(re.compile(_UUID), "a UUID"),
-        _MICROSOFT_EFFECT,
-        also=_MICROSOFT,
-    ),
-    Variable(
-        "MICROSOFT_CLIENT_SECRET",
-        "refused",
-        Token(16384),
-        _MICROSOFT_EFFECT,
-        also=_MICROSOFT,
-        secret=True,
-    ),
-    Variable(
-        "MICROSOFT_REFRESH_TOKEN",
-        "refused",
-        Token(16384),
-        _MICROSOFT_EFFECT,
-        also=_MICROSOFT,
-        secret=True,
-    ),
-    Variable(
-        "MICROSOFT_TENANT_ID",
-        "refused",
-        Matches(re.compile(f"consumers|{_UUID}"), "a tenant UUID or `consumers`"),
-        _MICROSOFT_EFFECT,
-        also=_MICROSOFT,
-    ),
     Variable("MICROSOFT_ACCOUNT_ID", "refused", Token(256), _MICROSOFT_EFFECT, also=_MICROSOFT),
     Variable(
         "MICROSOFT_TOKEN_ENCRYPTION_KEY",
