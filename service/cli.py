@@ -1,4 +1,4 @@
-"""The `angelos` command: serve, check-config, demo, ledger, oauth."""
+"""The `angelos` command: serve, check-config, demo, ledger, oauth, google-auth, outlook-auth."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from service.config import (
     load_config,
     with_env_file,
 )
+from service.grant_cli import add_grant_commands, run_grant
 from service.ledger_cli import ENV_FILE_HELP, add_ledger_commands, run_ledger
 from service.logging import configure_logging
 from service.oauth_cli import add_oauth_commands, run_oauth
@@ -79,9 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub.add_parser("ledger", help="audit, export, replay and recover the ledger")
     )
     add_oauth_commands(sub.add_parser("oauth", help="make first-party OAuth keys and tokens"))
+    add_grant_commands(sub)
     args = parser.parse_args(argv)
     if args.command == "oauth":
         return run_oauth(args, sys.stdout)
+    if args.command in ("google-auth", "outlook-auth"):
+        return run_grant(args, os.environ, sys.stdout)
     env, env_file = with_env_file(os.environ, getattr(args, "env_file", None))
     config = load_config(env, env_file)
     if args.command == "check-config":
