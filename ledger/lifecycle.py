@@ -19,10 +19,12 @@ from schemas.ledger_events import (
     Claimed,
     EventData,
     OperatorResolution,
+    OutcomeEvidence,
     Prepared,
     SentFilingFailed,
     SentFilingSucceeded,
     SmtpAttemptStarted,
+    SmtpCommitPoint,
 )
 
 State = Literal[
@@ -36,15 +38,17 @@ State = Literal[
     "FILED",
     "REJECTED",
     "UNKNOWN",
+    "EVIDENCED",
     "EXPIRED",
 ]
 STATES: Final[tuple[State, ...]] = get_args(State)
-TERMINAL_STATES: Final = frozenset({"REJECTED", "UNKNOWN", "EXPIRED", "FILED"})
+TERMINAL_STATES: Final = frozenset({"REJECTED", "UNKNOWN", "EVIDENCED", "EXPIRED", "FILED"})
 # Conditions that the data alone cannot decide: the deadline needs a clock, `append_sent` needs
 # the claim, recovery needs an actor of kind `recovery:` (plus, in Redis, lease and grace), and
 # a quarantine needs that actor too (plus, in Redis, a recorded rollback halt).
-# An operator's resolution needs an actor of kind `operator:`.
-Need = Literal["", "deadline", "append_sent", "recovery", "halted", "operator"]
+# An operator's resolution needs an actor of kind `operator:`; evidence that an unknown send was
+# accepted needs one of kind `recovery:` or `operator:`.
+Need = Literal["", "deadline", "append_sent", "recovery", "halted", "operator", "evidence"]
 
 Guard = tuple[tuple[str, tuple[str, ...]], ...]  # every (field, allowed values) must hold
 
@@ -113,13 +117,20 @@ TRANSITIONS: Final[dict[tuple[State, str], Rule]] = {
     ("CLAIMED", "rollback_quarantined"): _quarantine("claimed"),
     ("ATTEMPTING", "rollback_quarantined"): _quarantine("smtp_attempt_started"),
     ("COMMITTED", "rollback_quarantined"): _quarantine("smtp_commit_point"),
+    # The provider's own copy of an unknown send, found in its Sent folder by the exact
+    # Message-ID, proves it accepted the message. EVIDENCED is final: nothing from it claims,
+    # connects or files, so evidence can never lead to a second send. Absence proves nothing
+    # and is never written.
+    ("UNKNOWN", "outcome_evidence"): Rule("EVIDENCED", need="evidence"),
     # A person's finding about a settled send: the state stays, so nothing reopens or becomes
     # claimable. Open sends (and an open Sent filing) are recovery's to settle first.
     **{
         (settled, "operator_resolution"): Rule(settled, need="operator")
-        for settled in ("ACCEPTED", "FILED", "REJECTED", "UNKNOWN", "EXPIRED")
+        for settled in ("ACCEPTED", "FILED", "REJECTED", "UNKNOWN", "EVIDENCED", "EXPIRED")
     },
 }
+# The states whose sends await a search for evidence (recovery's work list in the store).
+AWAITS_EVIDENCE: Final = frozenset(s for (s, kind) in TRANSITIONS if kind == "outcome_evidence")
 # While a rollback halt is recorded the store refuses these events: each would either start a
 # send (a preparation, a claim, a network step) or conclude from a history that may be
 # incomplete that something was not sent (recovery's classifications, an expiry).
@@ -143,7 +154,9 @@ class Lifecycle(Struct, frozen=True, kw_only=True):
     claimed: Claimed | None = None
     claimed_srv_ms: int | None = None
     attempt: SmtpAttemptStarted | None = None
+    commit: SmtpCommitPoint | None = None
     terminal: EventData | None = None
+    terminal_srv_ms: int | None = None
     filing_srv_ms: int | None = None
     filing_result: SentFilingSucceeded | SentFilingFailed | None = None
     last_lifecycle_type: str = ""
@@ -151,6 +164,7 @@ class Lifecycle(Struct, frozen=True, kw_only=True):
     annotations: int = 0
     queued: bool = False  # a dispatch_queued annotation was written (it waits while CLAIMED)
     resolutions: tuple[OperatorResolution, ...] = ()  # a person's findings, oldest first
+    evidence: OutcomeEvidence | None = None  # the provider's copy that settled an unknown send
 
 
 def recorded_grace(lifecycle: Lifecycle) -> int | None:
@@ -159,6 +173,13 @@ def recorded_grace(lifecycle: Lifecycle) -> int | None:
     if claimed is None or isinstance(claimed.recovery_grace_ms, UnsetType):
         return None
     return claimed.recovery_grace_ms
+
+
+def grace_for(lifecycle: Lifecycle, grace_ms: int) -> int:
+    """The grace recovery waits for this send: its own setting, or the longer one in force at
+    the claim (the store's append script applies the same rule)."""
+    recorded = recorded_grace(lifecycle)
+    return grace_ms if recorded is None else max(grace_ms, recorded)
 
 
 def rule_for(state: State, event_type: str) -> Rule | None:
@@ -216,6 +237,8 @@ def _check_need(lifecycle: Lifecycle, rule: Rule, event: Event, srv_ms: int | No
         raise InvalidTransition(state, kind, "only recovery may classify a dispatch")
     elif rule.need == "operator" and not event.actor.startswith("operator:"):
         raise InvalidTransition(state, kind, "only an operator may resolve a send")
+    elif rule.need == "evidence" and not event.actor.startswith(("recovery:", "operator:")):
+        raise InvalidTransition(state, kind, "only recovery or an operator may record evidence")
 
 
 def _record(lifecycle: Lifecycle, to: State, event: Event, srv_ms: int | None) -> Lifecycle:
@@ -241,9 +264,18 @@ def _record(lifecycle: Lifecycle, to: State, event: Event, srv_ms: int | None) -
         return replace(
             lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, attempt=data
         )
+    if isinstance(data, SmtpCommitPoint):
+        return replace(
+            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, commit=data
+        )
     if kind in DISPATCH_TERMINAL_TYPES:
         return replace(
-            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, terminal=data
+            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, terminal=data,
+            terminal_srv_ms=srv_ms,
+        )  # fmt: skip
+    if isinstance(data, OutcomeEvidence):  # the terminal (what made it unknown) stays
+        return replace(
+            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, evidence=data
         )
     if kind == "sent_filing_started":
         return replace(

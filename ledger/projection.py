@@ -40,7 +40,8 @@ _OWNER = re.compile(r"[0-9a-f]{64}", re.ASCII)
 _MAX_EXPIRES_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 _MAX_ANSWER_BYTES: Final = 8192
 _SENDING_STATES: Final = frozenset({"CLAIMED", "ATTEMPTING", "COMMITTED"})
-_ACCEPTED_STATES: Final = frozenset({"ACCEPTED", "FILING", "FILED"})
+# EVIDENCED: the reply was lost, but the provider's own Sent copy proves it accepted the message.
+_ACCEPTED_STATES: Final = frozenset({"ACCEPTED", "FILING", "FILED", "EVIDENCED"})
 
 
 def integrity_alarm(entries: Sequence[LedgerEntry]) -> str | None:
@@ -148,6 +149,7 @@ def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
     answer = public_state(lifecycle, now_ms)
     status = answer.status
     queued = lifecycle.state == "CLAIMED" and lifecycle.queued
+    evidence = lifecycle.evidence
     return SendStatusResult(
         status=status,
         message_id=prepared.message_id,
@@ -157,6 +159,8 @@ def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
         recovered=True if answer.recovered else msgspec.UNSET,
         queued=True if queued else msgspec.UNSET,
         resolution=(lifecycle.resolutions[-1].outcome if lifecycle.resolutions else msgspec.UNSET),
+        evidence=msgspec.UNSET if evidence is None else "sent_copy",
+        evidence_identical=msgspec.UNSET if evidence is None else evidence.identical,
     )
 
 
@@ -178,8 +182,8 @@ def _sent_filing(lifecycle: Lifecycle, status: str) -> SentFiling | msgspec.Unse
         return msgspec.UNSET
     if status == "sending":
         return "pending"
-    if status != "accepted":
-        return "skipped"
+    if status != "accepted" or lifecycle.state == "EVIDENCED":
+        return "skipped"  # not accepted, or accepted only by evidence: angelos filed nothing
     result = lifecycle.filing_result
     if isinstance(result, SentFilingSucceeded):
         return "saved"

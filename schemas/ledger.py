@@ -340,6 +340,11 @@ class SendStatusResult(Struct, frozen=True, kw_only=True):
     queued: Literal[True] | UnsetType = UNSET  # sending, waiting for a free SMTP connection
     # The owner's latest recorded finding (`angelos ledger resolve`); the status stays.
     resolution: Literal["arrived", "not_arrived", "unknown"] | UnsetType = UNSET
+    # Accepted by evidence rather than by a recorded reply (`angelos ledger evidence`, or
+    # recovery): the provider's own copy in its Sent folder, and whether its bytes are the ones
+    # submitted (false when the provider rewrote them).
+    evidence: Literal["sent_copy"] | UnsetType = UNSET
+    evidence_identical: bool | UnsetType = UNSET
 
 
 UNAVAILABLE: Final = SendStatusResult(status="unavailable")

@@ -271,7 +271,7 @@ class LateOutcomeObserved(_Data, frozen=True, forbid_unknown_fields=True, kw_onl
 
 
 # The operator's own words: printable ASCII without `"` or `\\` (the canonical alphabet).
-ResolutionNote = Annotated[str, Meta(pattern=r'^[ !#-\[\]-~]*$', max_length=500)]
+ResolutionNote = Annotated[str, Meta(pattern=r"^[ !#-\[\]-~]*$", max_length=500)]
 
 
 class OperatorResolution(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -281,6 +281,27 @@ class OperatorResolution(_Data, frozen=True, forbid_unknown_fields=True, kw_only
     outcome: Literal["arrived", "not_arrived", "unknown"]
     note: ResolutionNote
     reprepared_as: Hex32 | UnsetType = UNSET
+
+
+class OutcomeEvidence(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The provider's own copy of an unknown send was found: positive evidence it accepted it.
+
+    Only a provider that files what it accepts (Gmail, Exchange) makes such a copy, and only
+    for a message it took. The copy is found by the exact Message-ID of the preparation;
+    `identical` says whether its bytes also hash to the commit point's `raw_sha256` (Exchange
+    rewrites MIME, so a copy proven by Message-ID alone still counts, with identical false).
+    No folder name, subject or address is kept: only where the copy sits and its hash.
+    """
+
+    TYPE = "outcome_evidence"
+    source: Literal["sent_folder"]
+    uid_validity: Uid32
+    uid: Uid32
+    # The SHA-256 of the copy's exact bytes; absent when the copy is larger than the read
+    # limit (5 MiB), which no copy identical to a message angelos sent can be.
+    sha256: Hex64 | UnsetType = UNSET
+    identical: bool
+    copies: Annotated[int, Meta(ge=1, le=MAX_INT)]  # copies with this Message-ID found
 
 
 EventData = (
@@ -303,6 +324,7 @@ EventData = (
     | DispatchQueued
     | LateOutcomeObserved
     | OperatorResolution
+    | OutcomeEvidence
 )
 DATA_CLASSES: Final[dict[str, type[_Data]]] = {
     cls.TYPE: cls
@@ -326,6 +348,7 @@ DATA_CLASSES: Final[dict[str, type[_Data]]] = {
         DispatchQueued,
         LateOutcomeObserved,
         OperatorResolution,
+        OutcomeEvidence,
     )
 }
 EVENT_TYPES: Final = frozenset(DATA_CLASSES)
@@ -361,4 +384,5 @@ EventType = Literal[
     "dispatch_queued",
     "late_outcome_observed",
     "operator_resolution",
+    "outcome_evidence",
 ]

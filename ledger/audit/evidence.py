@@ -13,8 +13,7 @@ from typing import Final, Literal, NamedTuple
 
 from msgspec import Struct, UnsetType, field
 
-from ledger.dispatch.recovery import grace_for
-from ledger.lifecycle import Lifecycle, recorded_grace
+from ledger.lifecycle import Lifecycle, grace_for, recorded_grace
 from schemas.ledger import Event
 from schemas.ledger_events import (
     DispatchAborted,

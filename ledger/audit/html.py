@@ -49,6 +49,7 @@ STEP_LABELS: Final[dict[str, tuple[str, str]]] = {
     "duplicate_confirm": ("confirm repeated", "note"),
     "late_outcome_observed": ("late outcome", "note"),
     "operator_resolution": ("resolution", "resolution"),
+    "outcome_evidence": ("Sent copy found", "accepted"),
 }
 
 _SOURCES: Final = {"redis": "the ledger in Redis", "export": "an export file"}

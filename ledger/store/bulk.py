@@ -25,7 +25,7 @@ T = TypeVar("T")
 REQUIRED_FIELDS: Final = ("e", "h", "t", "eid", "srv_ms")
 STREAM_BATCH: Final = 256  # streams per round trip
 INDEX_PAGE: Final = 10_000  # index entries per round trip
-SET_PAGE: Final = 5_000  # members of the open and unclaimed sets per round trip
+SET_PAGE: Final = 5_000  # members of recovery's sorted sets per round trip
 
 
 class StoredEntry(NamedTuple):
@@ -163,6 +163,10 @@ class BulkReader:
     async def due_unclaimed(self, now_ms: int) -> list[str]:
         """Every unclaimed preparation whose deadline is at or before `now_ms`."""
         return [pid for pid, _ in await self._snapshot(self.keys.unclaimed, str(now_ms))]
+
+    async def due_evidence(self, now_ms: int) -> list[tuple[str, int]]:
+        """Every unknown send whose next search for evidence is due by `now_ms`, with its score."""
+        return await self._snapshot(self.keys.evidence, str(now_ms))
 
     async def leases_alive(self, dispatcher_ids: Sequence[str]) -> list[bool]:
         """Tell, for each dispatcher id, whether its lease key exists (one round trip)."""

@@ -49,6 +49,11 @@ class LedgerKeys(Struct, frozen=True):
         """Return the sorted set of unclaimed preparations scored by `expires_ms`."""
         return f"{self.prefix}unclaimed"
 
+    @property
+    def evidence(self) -> str:
+        """Return the sorted set of unknown sends awaiting a search for evidence, by due time."""
+        return f"{self.prefix}evidence"
+
     def lease(self, dispatcher_id: str) -> str:
         """Return the liveness lease key of one dispatcher."""
         return f"{self.prefix}lease:{_checked(dispatcher_id)}"

@@ -261,7 +261,7 @@ class LedgerStore:
                 self.settings.annotation_cap, self.settings.recovery_grace_ms, self._floor(),
             ]  # fmt: skip
             script_keys = [keys.stream(pid), keys.payload(pid), keys.index, keys.open]
-            script_keys += [keys.unclaimed, lease, keys.meta]
+            script_keys += [keys.unclaimed, lease, keys.meta, keys.evidence]
             reply = await self._write(
                 "append", script_keys, args, retry=retry, still_wanted=still_wanted
             )
@@ -292,6 +292,16 @@ class LedgerStore:
     async def forget_open(self, member: OpenMember) -> None:
         """Remove a stale `open` member whose stream is closed or gone."""
         await self._call(self.client.zrem(self.keys.open, member.member), maybe_applied=True)
+
+    async def schedule_evidence(self, pid: str, due_ms: int) -> None:
+        """Move an unknown send's next search for evidence to `due_ms` (only while listed)."""
+        await self._call(
+            self.client.zadd(self.keys.evidence, {pid: due_ms}, xx=True), maybe_applied=True
+        )
+
+    async def forget_evidence(self, pid: str) -> None:
+        """Drop a send from the evidence work list: its searches are over, or it is settled."""
+        await self._call(self.client.zrem(self.keys.evidence, pid), maybe_applied=True)
 
     async def forget_unclaimed(self, pid: str) -> None:
         """Remove a stale `unclaimed` member whose stream is claimed, expired or gone."""

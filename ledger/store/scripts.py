@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ledger.lifecycle import HALT_BLOCKED, TRANSITIONS, Guard
+from ledger.lifecycle import AWAITS_EVIDENCE, HALT_BLOCKED, TRANSITIONS, Guard
 from ledger.store.lua_scripts import LuaScripts
 from schemas.ledger_events import ANNOTATION_TYPES, DISPATCH_TERMINAL_TYPES, FILING_RESULT_TYPES
 
@@ -66,6 +66,7 @@ def lifecycle_lua() -> str:
     lines.append(f"local DISPATCH_TERMINAL = {_set(DISPATCH_TERMINAL_TYPES)}")
     lines.append(f"local FILING_RESULT = {_set(FILING_RESULT_TYPES)}")
     lines.append(f"local HALT_BLOCKED = {_set(HALT_BLOCKED)}")
+    lines.append(f"local AWAITS_EVIDENCE = {_set(AWAITS_EVIDENCE)}")
     return "\n".join(lines)
 
 

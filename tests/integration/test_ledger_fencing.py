@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 
 from ledger.chain import verified_events
 from ledger.ids import new_id
-from ledger.lifecycle import STATES, State, fold
+from ledger.lifecycle import AWAITS_EVIDENCE, STATES, State, fold
 from ledger.lifecycle import advance as advance_state
 from ledger.projection import project
 from ledger.store.answers import AppendOutcome, Head
@@ -122,6 +122,11 @@ class TestRecoveryFencing:
 # ------------------------------------------------------------------------------------ mirror
 
 MIRROR_TYPES = sorted(EVENT_TYPES - ANNOTATION_TYPES - {"prepared", "claimed"})
+# Who tries each type (default: a dispatcher); evidence by each kind of writer.
+MIRROR_ACTORS = {
+    "recovery_classified": (RECOVERY,),
+    "outcome_evidence": (DISPATCHER, RECOVERY, "operator:alice"),
+}
 
 
 async def stream_in(store: LedgerStore, state: State) -> tuple[str, Head]:
@@ -158,18 +163,26 @@ class TestScriptMirror:
         disagreements = []
         for event_type in MIRROR_TYPES:
             for data in VARIANTS[event_type]:
-                pid, head = await stream_in(store, state)
-                now, entries = await store.read(pid)
-                actor = RECOVERY if event_type == "recovery_classified" else DISPATCHER
-                expected = python_verdict(entries, data, actor, now)
-                outcome = await store.append(
-                    pid, head, data, actor=actor, eid=new_id(),
-                    lease_of=claimed().dispatcher_id if state != "PREPARED" else None,
-                )  # fmt: skip
-                assert outcome.result in {"appended", "invalid_transition", "too_early"}
-                if expected != (outcome.result == "appended"):
-                    disagreements.append((event_type, data, outcome.result))
+                for actor in MIRROR_ACTORS.get(event_type, (DISPATCHER,)):
+                    pid, head = await stream_in(store, state)
+                    now, entries = await store.read(pid)
+                    expected = python_verdict(entries, data, actor, now)
+                    outcome = await store.append(
+                        pid, head, data, actor=actor, eid=new_id(),
+                        lease_of=claimed().dispatcher_id if state != "PREPARED" else None,
+                    )  # fmt: skip
+                    assert outcome.result in {"appended", "invalid_transition", "too_early"}
+                    if expected != (outcome.result == "appended"):
+                        disagreements.append((event_type, actor, data, outcome.result))
         assert [] == disagreements
+
+    @pytest.mark.parametrize("state", [s for s in STATES if s != "NONE"])
+    async def test_the_evidence_work_list_holds_exactly_the_sends_awaiting_evidence(
+        self, store: LedgerStore, state: State
+    ) -> None:
+        pid, _ = await stream_in(store, state)
+        score = await store.client.zscore(store.keys.evidence, pid)
+        assert (state in AWAITS_EVIDENCE) == (score is not None)
 
 
 class TestScriptRunner:

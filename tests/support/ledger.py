@@ -20,6 +20,7 @@ from schemas.ledger_events import (
     Expired,
     LateOutcomeObserved,
     OperatorResolution,
+    OutcomeEvidence,
     Prepared,
     RecoveryClassified,
     RollbackQuarantined,
@@ -144,6 +145,10 @@ DUPLICATE = DuplicateConfirm(observed_status="accepted")
 LATE = LateOutcomeObserved(outcome="accepted", stage="acknowledgement", reply_code=250)
 QUEUED = DispatchQueued(connections=4, ahead=3)
 RESOLVED = OperatorResolution(outcome="arrived", note="recipient confirmed by phone")
+# The provider's own Sent copy of an unknown send, byte for byte the COMMIT's message.
+EVIDENCE = OutcomeEvidence(
+    source="sent_folder", uid_validity=7, uid=43, sha256="ab" * 32, identical=True, copies=1
+)
 
 # One valid data object per event type, in catalogue order.
 SAMPLES: dict[str, EventData] = {
@@ -166,6 +171,7 @@ SAMPLES: dict[str, EventData] = {
     "dispatch_queued": QUEUED,
     "late_outcome_observed": LATE,
     "operator_resolution": RESOLVED,
+    "outcome_evidence": EVIDENCE,
 }
 
 
@@ -234,6 +240,7 @@ PATHS: dict[State, tuple[EventData, ...]] = {
     ),
     "REJECTED": (prepared(), claimed(append_sent=True), ABORTED),
     "UNKNOWN": (prepared(), claimed(append_sent=True), ATTEMPT, COMMIT, UNKNOWN),
+    "EVIDENCED": (prepared(), claimed(append_sent=True), ATTEMPT, COMMIT, UNKNOWN, EVIDENCE),
     "EXPIRED": (prepared(expires_ms=T0 + 2), EXPIRED),  # entry 2 is stored at T0 + 2
 }
 
@@ -242,7 +249,7 @@ def actor_for(data: EventData) -> str:
     """The writer the event catalogue names for an event type."""
     if isinstance(data, Prepared):
         return "api:test-1"
-    if isinstance(data, RecoveryClassified | RollbackQuarantined):
+    if isinstance(data, RecoveryClassified | RollbackQuarantined | OutcomeEvidence):
         return "recovery:worker-1"
     if isinstance(data, Expired):
         return "sweeper:worker-1"

@@ -20,7 +20,7 @@ from ledger.store.answers import Head
 from ledger.store.connection import connect
 from ledger.store.embedded import EmbeddedRedis, start_embedded
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
-from schemas.ledger_events import Claimed, EventData
+from schemas.ledger_events import Claimed, EventData, OutcomeEvidence
 from support.ledger import DIGEST, OWNER, claimed, payload
 from support.services import Services
 
@@ -129,7 +129,9 @@ async def claimed_send(
 
 async def advance(store: LedgerStore, pid: str, head: Head, *items: EventData) -> Head:
     for data in items:
-        outcome = await store.append(pid, head, data, actor=DISPATCHER, eid=new_id())
+        # Evidence is recovery's (or a person's) to record, never a dispatcher's.
+        actor = RECOVERY if isinstance(data, OutcomeEvidence) else DISPATCHER
+        outcome = await store.append(pid, head, data, actor=actor, eid=new_id())
         assert "appended" == outcome.result, (data.TYPE, outcome)
         assert outcome.head is not None
         head = outcome.head

@@ -76,11 +76,14 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("CLAIMED", "rollback_quarantined"): "UNKNOWN",
     ("ATTEMPTING", "rollback_quarantined"): "UNKNOWN",
     ("COMMITTED", "rollback_quarantined"): "UNKNOWN",
+    # The provider's own Sent copy settles an unknown send as accepted, and nothing else.
+    ("UNKNOWN", "outcome_evidence"): "EVIDENCED",
     # An operator's resolution settles nothing new: only settled sends take one, unchanged.
     ("ACCEPTED", "operator_resolution"): "ACCEPTED",
     ("FILED", "operator_resolution"): "FILED",
     ("REJECTED", "operator_resolution"): "REJECTED",
     ("UNKNOWN", "operator_resolution"): "UNKNOWN",
+    ("EVIDENCED", "operator_resolution"): "EVIDENCED",
     ("EXPIRED", "operator_resolution"): "EXPIRED",
 }
 
@@ -216,7 +219,7 @@ class TestInvalidTransitions:
             advance(current, event(QUARANTINED_CLAIM, 3, actor="dispatcher:x"))
 
     def test_terminal_is_final(self) -> None:
-        for state in ("REJECTED", "UNKNOWN", "EXPIRED", "FILED"):
+        for state in ("REJECTED", "UNKNOWN", "EVIDENCED", "EXPIRED", "FILED"):
             for data in (ACCEPTED, ABORTED, UNKNOWN, COMMIT, FILING_FAILED):
                 with pytest.raises(InvalidTransition):
                     step(state, data)  # type: ignore[arg-type]
@@ -280,12 +283,14 @@ class TestProperties:
         assert lifecycle.state in STATES
         assert lifecycle.state == state_after_types([e.type for e in events])
 
-    @given(st.sampled_from(["REJECTED", "UNKNOWN", "EXPIRED", "FILED"]), ANY_DATA)
-    def test_after_a_terminal_state_only_annotations_and_resolutions_are_accepted(
+    @given(st.sampled_from(["REJECTED", "UNKNOWN", "EVIDENCED", "EXPIRED", "FILED"]), ANY_DATA)
+    def test_after_a_terminal_state_only_annotations_resolutions_and_evidence_are_accepted(
         self, state: State, data: EventData
     ) -> None:
         if data.TYPE in ANNOTATION_TYPES or data.TYPE == "operator_resolution":
             assert state == step(state, data).state
+        elif state == "UNKNOWN" and data.TYPE == "outcome_evidence":
+            assert "EVIDENCED" == step(state, data).state
         else:
             with pytest.raises(InvalidTransition):
                 step(state, data, srv_ms=T0 + 10_000_000)

@@ -1,10 +1,11 @@
 -- ledger_append: compare-and-append of every event other than prepared and claimed.
 -- KEYS: stream, payload, index, open, unclaimed, lease (of the claim's dispatcher, or any),
---       meta
+--       meta, evidence
 -- ARGV: pid, expected_seq, expected_h, type, e, h, eid, m, retention_ms, annotation_cap,
 --       grace_ms, floor
 local stream, payload_key, index_key, open_key, unclaimed, lease, meta = KEYS[1], KEYS[2],
   KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local evidence_key = KEYS[8]
 local pid, expected_seq, expected_h, t = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local e, h, eid, m = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local retention, cap, grace = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
@@ -41,6 +42,7 @@ if not event then
 end
 
 local now = now_ms()
+local to = state  -- the state after this event (an annotation leaves it)
 if t == 'prepared' or t == 'claimed' then
   -- Only ledger_prepare and ledger_claim may write these (owner, digest and expiry checks, I1).
   return {'invalid_transition', state}
@@ -54,6 +56,7 @@ else
   if not NEXT[key] or not guards_hold(key, event.data) then
     return {'invalid_transition', state}
   end
+  to = NEXT[key]
   local need = NEED[key]
   local recovery_actor = type(event.actor) == 'string'
     and string.sub(event.actor, 1, 9) == 'recovery:'
@@ -70,6 +73,9 @@ else
   elseif (need == 'recovery' or need == 'halted') and not recovery_actor then
     return {'invalid_transition', state}
   elseif need == 'operator' and string.sub(tostring(event.actor), 1, 9) ~= 'operator:' then
+    return {'invalid_transition', state}
+  elseif need == 'evidence' and not recovery_actor
+      and string.sub(tostring(event.actor), 1, 9) ~= 'operator:' then
     return {'invalid_transition', state}
   end
   local halt = halted(meta, floor)
@@ -123,6 +129,14 @@ elseif FILING_RESULT[t] then
 elseif t == 'expired' then
   redis.call('DEL', payload_key)
   redis.call('ZREM', unclaimed, pid)
+end
+-- Recovery's work list of unknown sends to search for evidence: joined in the same step that
+-- makes a send unknown, left when the evidence is recorded (recovery also drops a member
+-- once its searches are over).
+if AWAITS_EVIDENCE[to] and not AWAITS_EVIDENCE[state] then
+  redis.call('ZADD', evidence_key, int(now), pid)
+elseif AWAITS_EVIDENCE[state] and not AWAITS_EVIDENCE[to] then
+  redis.call('ZREM', evidence_key, pid)
 end
 local archive_ms = archived_upto(meta)
 add_index(index_key, pid, seq, t, h, now, retention, archive_ms)
