@@ -39,6 +39,10 @@ MaybeSentCause = Literal["final_reply_timeout", "connection_lost", "malformed_re
 MAYBE_SENT_CAUSES = frozenset(get_args(MaybeSentCause))
 
 
+# How the submission logged in, as `smtp_attempt_started` records it.
+SmtpAuth = Literal["plain", "xoauth2"]
+
+
 class Envelope(Struct, frozen=True):
     """The SMTP envelope: MAIL FROM and every RCPT TO, as bare ASCII mailboxes."""
 
@@ -52,7 +56,7 @@ class SmtpEndpoint(Struct, frozen=True):
     host: str
     port: int
     tls_mode: Literal["tls", "starttls"]
-    auth: Literal["plain"]
+    auth: SmtpAuth
 
 
 class FinalReply(Struct, frozen=True):
