@@ -1,9 +1,13 @@
-"""Opening an IMAP session: vetted DNS answers, dial in order, implicit TLS, greeting, LOGIN.
+"""Opening an IMAP session: vetted DNS answers, dial in order, implicit TLS, greeting, login.
 
 aioimaplib's IMAP4_SSL resolves and dials the host itself, which would reopen the
 DNS-rebinding window that vetting at resolve time closes. So we resolve once, vet every answer,
 dial the numeric addresses ourselves and hand the connected socket to aioimaplib's protocol for TLS,
 verifying the certificate against the configured host name.
+
+The login is LOGIN with the configured password, or SASL XOAUTH2 with a token from the
+settings' `TokenSource`. A refused token is invalidated; when it was a cached copy, a refreshed
+one gets one more try on a new connection (a login changes nothing on the server).
 """
 
 from __future__ import annotations
@@ -11,16 +15,23 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from providers.imap.session import ImapSession
+from providers.imap.session import ImapSession, LoginRefused
 from providers.imap.settings import ImapSettings
 from providers.imap.wire import WireProtocol
 from providers.netsafety import SockAddr, dial, resolve_destination, tls_context
+from providers.oauth2.source import AccessToken, TokenSource
 from schemas.errors import MailError, ServiceUnavailable
 
 T = TypeVar("T")
+Login = Callable[[ImapSession], Awaitable[None]]
+
+TOKEN_REFUSED = (
+    "the IMAP server refused the OAuth access token: renew the refresh token, "
+    "or check that IMAP access is enabled for the account"
+)
 
 
 async def _dial(answers: list[tuple[int, SockAddr]]) -> socket.socket:
@@ -42,11 +53,61 @@ async def connect(settings: ImapSettings) -> ImapSession:
             settings.host, settings.port, allow_private_hosts=settings.allow_private_hosts
         ),
     )
-    return await _within(settings.timeout_s, _open(settings, answers, context))
+    if settings.tokens is not None:
+        return await _open_with_tokens(settings, settings.tokens, answers, context)
+
+    async def login(session: ImapSession) -> None:
+        await session.login(settings.username, settings.password)
+
+    return await _within(settings.timeout_s, _open(settings, answers, context, login))
+
+
+class _TokenLogin:
+    """One XOAUTH2 login: the token is fetched only once the server has offered XOAUTH2."""
+
+    def __init__(self, username: str, tokens: TokenSource) -> None:
+        self._username = username
+        self._tokens = tokens
+        self.token: AccessToken | None = None
+
+    async def __call__(self, session: ImapSession) -> None:
+        session.require_xoauth2()
+        self.token = await self._tokens.token()
+        await session.authenticate_xoauth2(self._username, self.token)
+
+    def refused(self) -> bool:
+        """Invalidate the refused token; tell whether it was a cached copy (worth a refresh)."""
+        assert self.token is not None  # LoginRefused comes only from authenticate_xoauth2
+        self._tokens.invalidate(self.token.generation)
+        return not self.token.fresh
+
+
+async def _open_with_tokens(
+    settings: ImapSettings,
+    tokens: TokenSource,
+    answers: list[tuple[int, SockAddr]],
+    context: ssl.SSLContext,
+) -> ImapSession:
+    first = _TokenLogin(settings.username, tokens)
+    try:
+        return await _within(settings.timeout_s, _open(settings, answers, context, first))
+    except LoginRefused:
+        stale = first.refused()
+    if not stale:  # a token fetched for this login was refused: refreshing again would not help
+        raise ServiceUnavailable(TOKEN_REFUSED)
+    second = _TokenLogin(settings.username, tokens)
+    try:
+        return await _within(settings.timeout_s, _open(settings, answers, context, second))
+    except LoginRefused:
+        second.refused()
+        raise ServiceUnavailable(TOKEN_REFUSED) from None
 
 
 async def _open(
-    settings: ImapSettings, answers: list[tuple[int, SockAddr]], context: ssl.SSLContext
+    settings: ImapSettings,
+    answers: list[tuple[int, SockAddr]],
+    context: ssl.SSLContext,
+    login: Login,
 ) -> ImapSession:
     loop = asyncio.get_running_loop()
     sock = await _dial(answers)
@@ -68,7 +129,7 @@ async def _open(
     session = ImapSession(transport, wire, settings.timeout_s)
     try:
         await session.handshake()
-        await session.login(settings.username, settings.password)
+        await login(session)
     except BaseException:
         await session.close()
         raise

@@ -8,6 +8,7 @@ False): the pool then discards it instead of guessing what the server did.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -19,6 +20,7 @@ from providers.imap import codec, responses
 from providers.imap.codec import Arg
 from providers.imap.responses import ImapResponse, SelectResult, StatusResult
 from providers.imap.wire import WireProtocol
+from providers.oauth2.source import AccessToken, xoauth2_initial_response
 from schemas.errors import (
     InvalidArguments,
     OutcomeUnknown,
@@ -65,6 +67,10 @@ _REFUSED = frozenset(
         "EXAMINE",
     }
 )
+
+
+class LoginRefused(ServiceUnavailable):
+    """The server refused the credentials themselves (a tagged NO): a token is worth forgetting."""
 
 
 class ImapSession:
@@ -147,6 +153,41 @@ class ImapSession:
         if not response.ok:
             self._break()
             raise ServiceUnavailable()
+        await self._logged_in(response)
+
+    def require_xoauth2(self) -> None:
+        """Raise ServiceUnavailable unless the server offers AUTH=XOAUTH2 before login."""
+        if "AUTH=XOAUTH2" not in self.capabilities:
+            self._break()
+            raise ServiceUnavailable("the IMAP server does not offer XOAUTH2 login")
+
+    async def authenticate_xoauth2(self, username: str, token: AccessToken) -> None:
+        """AUTHENTICATE XOAUTH2 with `token`; LoginRefused when the server refuses it."""
+        self.require_xoauth2()  # before the token goes anywhere
+        response_b64 = _xoauth2_response(username, token)
+        if response_b64 is None:
+            self._break()
+            raise ServiceUnavailable()
+        self._wire.start_sasl(response_b64, inline="SASL-IR" in self.capabilities)
+        try:
+            response = await self._run(self._make("AUTHENTICATE", (codec.raw("XOAUTH2"),)))
+        except ServiceUnavailable:
+            raise ServiceUnavailable() from None  # one generic message for every auth failure
+        finally:
+            self._wire.end_sasl()
+        if not response.ok:
+            self._break()
+            code = responses.response_code(response.text)
+            # NO [UNAVAILABLE] (RFC 5530) is the server's trouble, not the token's.
+            if response.status == "NO" and (code is None or code[0] != "UNAVAILABLE"):
+                raise LoginRefused()
+            raise ServiceUnavailable()
+        if self._wire.sasl_challenged:  # a challenge is a failure whatever the tagged reply says
+            self._break()
+            raise LoginRefused()
+        await self._logged_in(response)
+
+    async def _logged_in(self, response: ImapResponse) -> None:
         self._wire.state = _aio.AUTH
         atoms = responses.capabilities_in(response)
         if atoms is None:
@@ -361,3 +402,11 @@ class ImapSession:
             if self._wire.closed.done():
                 raise ServiceUnavailable("the IMAP connection was lost")
             raise ServiceUnavailable("the IMAP server did not answer in time")
+
+
+def _xoauth2_response(username: str, token: AccessToken) -> bytes | None:
+    # A UnicodeEncodeError keeps the whole string it failed on: never let it escape.
+    try:
+        return base64.b64encode(xoauth2_initial_response(username, token.value))
+    except UnicodeError:
+        return None

@@ -1,5 +1,5 @@
 """aioimaplib's protocol as the session needs it: a read budget, bounded recursion, literals
-handed over whole, and untagged lines kept exactly as the server sent them."""
+handed over whole, untagged lines kept exactly as the server sent them, and SASL XOAUTH2."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ log = logging.getLogger(__name__)
 
 READ_BUDGET = 12 * 1024 * 1024  # bytes read from the wire per lease
 _LINES_PER_FEED = 128  # keeps aioimaplib's one-frame-per-line recursion far from the limit
+CRLF = b"\r\n"
 
 
 class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
@@ -28,6 +29,55 @@ class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
         self.over_budget = False
         self.greeting: asyncio.Future[bytes] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
+        # The base64 SASL response of a pending AUTHENTICATE. It is kept out of the Command
+        # object on purpose: aioimaplib puts a command's repr into log lines and exceptions.
+        self._sasl_response: bytes | None = None
+        self._sasl_inline = False
+        self.sasl_challenged = False  # the server answered the response with a challenge
+
+    def start_sasl(self, response: bytes, *, inline: bool) -> None:
+        """Hold the SASL response for the next AUTHENTICATE: on its line (SASL-IR) or after `+`."""
+        self._sasl_response = response
+        self._sasl_inline = inline
+        self.sasl_challenged = False
+
+    def end_sasl(self) -> None:
+        """Forget the SASL response, sent or not."""
+        self._sasl_response = None
+        self._sasl_inline = False
+
+    def send(self, line: str, scrub: str | None = None) -> None:
+        """Write a command line; an AUTHENTICATE line gets its SASL-IR appended, never logged."""
+        command = self.pending_sync_command
+        if (
+            self._sasl_inline
+            and self._sasl_response is not None
+            and command is not None
+            and command.name == "AUTHENTICATE"
+        ):
+            response, self._sasl_response = self._sasl_response, None
+            self.transport.write(line.encode() + b" " + response + CRLF)
+            return
+        super().send(line, scrub=scrub)
+
+    def _continuation(self, line: bytes) -> None:
+        command = self.pending_sync_command
+        if command is None or command.name != "AUTHENTICATE":
+            super()._continuation(line)
+            return
+        # aioimaplib 2.0.3 only appends a continuation for AUTHENTICATE to the response and
+        # waits, so a refused XOAUTH2 login (the server sends `+ <base64 error>` and waits for
+        # the client) would hang until the timeout.
+        if self._sasl_response is not None:  # no SASL-IR: this `+` asks for the response
+            response, self._sasl_response = self._sasl_response, None
+            self.transport.write(response + CRLF)
+        elif not self.sasl_challenged:
+            # A challenge after the response is the server's error report: answer once with
+            # an empty response, and the server ends the command with its tagged NO.
+            self.sasl_challenged = True
+            self.transport.write(CRLF)
+        else:  # a second challenge: the exchange is not XOAUTH2 as we know it
+            self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         """Count bytes against the budget, then feed aioimaplib a bounded number of lines."""
@@ -37,8 +87,8 @@ class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
             if self.transport is not None:
                 self.transport.abort()
             return
-        # aioimaplib recurses once per response line and dies past ~990 lines in one read
-        #; TCP may split anywhere, so feeding it in pieces is safe.
+        # aioimaplib recurses once per response line and dies past ~990 lines in one read;
+        # TCP may split anywhere, so feeding it in pieces is safe.
         # The bytes of a literal it takes whole, so a 5 MiB message body (in 8-byte header
         # lines, say) is handed over in one piece instead of being split line by line.
         start = 0
