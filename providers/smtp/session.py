@@ -1,9 +1,13 @@
-"""One SMTP connection up to an authenticated session: vetted dial, TLS, EHLO, AUTH PLAIN.
+"""One SMTP connection up to an authenticated session: vetted dial, TLS, EHLO, AUTH.
 
 aiosmtplib's `SMTP` class resolves and dials the host itself and hides the end-of-data marker
 inside `data()`, so we drive its lower layer, `SMTPProtocol`, over a socket we dialled at a
 vetted numeric address. Every failure here closes the connection and raises
 `NotSent` with the stage it happened in; nothing in this module can write the end-of-data marker.
+
+AUTH is PLAIN with the configured password, or XOAUTH2 with a token from the settings'
+`TokenSource`. A refused token is invalidated; when it was a cached copy, a refreshed one gets
+one more login on a fresh connection, still before any envelope command.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from aiosmtplib.esmtp import parse_esmtp_extensions
 from aiosmtplib.protocol import SMTPProtocol
 
 from providers.netsafety import SockAddr, dial, resolve_destination, tls_context
+from providers.oauth2.source import AccessToken, TokenSource, xoauth2_initial_response
 from providers.smtp.settings import SmtpSettings
 from providers.smtp.wire import enhanced_status
 from schemas.errors import MailError
+from schemas.secret import Secret
 from schemas.submission import NotSent, NotSentReason, SubmissionStage
 
 EHLO_NAME = b"localhost"
@@ -75,6 +81,15 @@ class Channel:
             transport.abort()
 
 
+class _TokenRefused(Exception):
+    """The server refused an XOAUTH2 token (a 5xx to AUTH); carries the NotSent to report."""
+
+    def __init__(self, token: AccessToken, not_sent: NotSent) -> None:
+        super().__init__("the SMTP server refused the access token")
+        self.token = token
+        self.not_sent = not_sent
+
+
 async def open_session(settings: SmtpSettings) -> Channel:
     """Connect, secure, greet and authenticate; any failure is NotSent and leaves nothing open."""
     try:
@@ -88,6 +103,24 @@ async def open_session(settings: SmtpSettings) -> Channel:
             )
     except (MailError, TimeoutError):
         raise NotSent("connection", "connect_failed", network_contacted=False) from None
+    try:
+        return await _login(answers, settings, context)
+    except _TokenRefused as refused:
+        if refused.token.fresh:  # fetched for this login: a refreshed one would fare no better
+            raise refused.not_sent from None
+    # A cached token was refused (it may have expired or been revoked since it was cached):
+    # one more login with a refreshed token, on a fresh connection. Neither connection got
+    # an envelope command, so the message has not left: this is a second login, not a resend.
+    try:
+        return await _login(answers, settings, context)
+    except _TokenRefused as refused:
+        raise refused.not_sent from None
+
+
+async def _login(
+    answers: list[tuple[int, SockAddr]], settings: SmtpSettings, context: ssl.SSLContext
+) -> Channel:
+    """Dial, secure and authenticate one connection; on any failure it is closed."""
     sock = await _dial(answers, settings.timeout_s)
     channel = await _attach(sock, settings, context)
     try:
@@ -167,7 +200,10 @@ async def _secure(channel: Channel, settings: SmtpSettings, context: ssl.SSLCont
 
 
 async def _authenticate(channel: Channel, settings: SmtpSettings) -> None:
-    """AUTH PLAIN, refused before any credential leaves when the server does not offer it."""
+    """AUTH PLAIN or XOAUTH2, refused before any credential leaves when it is not offered."""
+    if settings.tokens is not None:
+        await _authenticate_xoauth2(channel, settings.username, settings.tokens)
+        return
     if "plain" not in channel.auth_mechanisms:
         raise NotSent("authentication", "auth_unavailable")
     token = _plain_token(settings)
@@ -181,6 +217,46 @@ async def _authenticate(channel: Channel, settings: SmtpSettings) -> None:
         reason="auth_failed",
         expect=(235,),
     )
+
+
+async def _authenticate_xoauth2(channel: Channel, username: str, tokens: TokenSource) -> None:
+    """AUTH XOAUTH2; a 5xx refusal invalidates the token and raises _TokenRefused."""
+    if "xoauth2" not in channel.auth_mechanisms:  # checked before a token is even fetched
+        raise NotSent("authentication", "auth_unavailable")
+    try:
+        token = await tokens.token()
+    except MailError:  # no token to be had: the login failed before anything left
+        raise NotSent("authentication", "auth_failed") from None
+    response = _xoauth2_response(username, token.value)
+    if response is None:
+        raise NotSent("authentication", "auth_failed")
+    try:
+        reply = await channel.command(
+            b"AUTH",
+            b"XOAUTH2",
+            response,
+            stage="authentication",
+            reason="auth_failed",
+            expect=(235, 334),
+        )
+        if reply.code == 334:
+            # XOAUTH2 reports a refusal as a challenge (base64 JSON) and waits for the client:
+            # answer once with an empty line, then the server sends its final error. A
+            # challenge is a failure whatever that final reply says.
+            await channel.command(b"", stage="authentication", reason="auth_failed", expect=())
+    except NotSent as failed:
+        if 500 <= failed.reply_code <= 599:  # a 4xx is the server's trouble, not the token's
+            tokens.invalidate(token.generation)
+            raise _TokenRefused(token, failed) from None
+        raise
+
+
+def _xoauth2_response(username: str, token: Secret) -> bytes | None:
+    # A UnicodeEncodeError keeps the whole string it failed on: never let it escape.
+    try:
+        return base64.b64encode(xoauth2_initial_response(username, token))
+    except UnicodeError:
+        return None
 
 
 def _plain_token(settings: SmtpSettings) -> bytes | None:
