@@ -1,8 +1,10 @@
-"""Load the fixture corpus (fixtures/mail/manifest.json) into a mailbox over IMAP with TLS.
+"""Load a fixture corpus (DIR/manifest.json) into a mailbox over IMAP with TLS.
 
 Creates the manifest's folders (names encoded in modified UTF-7 and quoted on the wire),
 APPENDs every message with its flags and internal date, then checks the message count of
-every folder. Meant for a fresh mailbox (scripts/test-services start).
+every folder. A file listed under several folders is appended to each (fixtures/gmail: one
+message under several labels). Meant for a fresh mailbox (scripts/test-services start loads
+fixtures/mail for alice and fixtures/gmail for the Gmail-shaped user).
 
 usage: load_fixtures.py --host localhost --port PORT --ca CA.crt --user U --password P DIR
 """
@@ -64,7 +66,7 @@ def load(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="load fixtures/mail into an IMAP mailbox")
+    parser = argparse.ArgumentParser(description="load a fixture corpus into an IMAP mailbox")
     parser.add_argument("--host", default="localhost")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--ca", required=True, help="CA certificate file to trust")
