@@ -40,10 +40,42 @@ TEST_VARS = (
     "MAILTEST_REDIS_PIDFILE",
     "MAILTEST_SMTP_PIDFILE",
 )
+# The XOAUTH2 rig beside them (Gmail-shaped Dovecot, XOAUTH2 SMTP sink, signing key). Read
+# only when all are present, so an environment written before the rig existed still works.
+XOAUTH2_VARS = (
+    "MAILTEST_GMAIL_IMAP_PORT",
+    "MAILTEST_GMAIL_USER",
+    "MAILTEST_GMAIL_PASSWORD",
+    "MAILTEST_GMAIL_DOVECOT_LOG",
+    "MAILTEST_GMAIL_DOVECOT_CONF",
+    "MAILTEST_XOAUTH2_SMTP_PORT",
+    "MAILTEST_XOAUTH2_SMTP_STARTTLS_PORT",
+    "MAILTEST_XOAUTH2_SMTP_SPOOL",
+    "MAILTEST_XOAUTH2_KEY",
+    "MAILTEST_XOAUTH2_KID",
+    "MAILTEST_XOAUTH2_ISSUER",
+)
 SKIP_REASON = (
     "needs the real Redis/Dovecot/SMTP peers: run under "
     "`scripts/test-services run -- .venv/bin/python -m pytest` (MAILTEST_DIR is not set)"
 )
+
+
+@dataclass(frozen=True)
+class XOAuth2Rig:
+    """The Gmail-shaped mailbox and XOAUTH2 SMTP sink, and the key their tokens are signed by."""
+
+    imap_port: int  # the Gmail-shaped Dovecot, implicit TLS, on localhost
+    user: str  # its one user, a bare address: the tokens' `sub`
+    password: str  # rig-only PLAIN password (fixture loading, the sink's Sent filing)
+    dovecot_log: Path
+    dovecot_conf: Path
+    smtp_port: int  # the XOAUTH2 sink, implicit TLS
+    smtp_starttls_port: int  # the same sink, STARTTLS
+    smtp_spool: Path
+    key_file: Path  # PEM private key (EC P-256) that signs access tokens
+    kid: str
+    issuer: str
 
 
 @dataclass(frozen=True)
@@ -75,6 +107,7 @@ class Services:
     redis_pidfile: Path
     smtp_pidfile: Path
     env: Mapping[str, str]
+    xoauth2: XOAuth2Rig | None = None  # None: started by a scripts/test-services without it
 
     @property
     def product_env(self) -> dict[str, str]:
@@ -128,6 +161,26 @@ def services_from_env(environ: Mapping[str, str] | None = None) -> Services | No
         redis_pidfile=Path(e["MAILTEST_REDIS_PIDFILE"]),
         smtp_pidfile=Path(e["MAILTEST_SMTP_PIDFILE"]),
         env={k: e[k] for k in PRODUCT_VARS + TEST_VARS},
+        xoauth2=xoauth2_rig_from_env(e),
+    )
+
+
+def xoauth2_rig_from_env(e: Mapping[str, str]) -> XOAuth2Rig | None:
+    """The XOAUTH2 rig described by the environment, or None when it is not there."""
+    if not all(e.get(k) for k in XOAUTH2_VARS):
+        return None
+    return XOAuth2Rig(
+        imap_port=int(e["MAILTEST_GMAIL_IMAP_PORT"]),
+        user=e["MAILTEST_GMAIL_USER"],
+        password=e["MAILTEST_GMAIL_PASSWORD"],
+        dovecot_log=Path(e["MAILTEST_GMAIL_DOVECOT_LOG"]),
+        dovecot_conf=Path(e["MAILTEST_GMAIL_DOVECOT_CONF"]),
+        smtp_port=int(e["MAILTEST_XOAUTH2_SMTP_PORT"]),
+        smtp_starttls_port=int(e["MAILTEST_XOAUTH2_SMTP_STARTTLS_PORT"]),
+        smtp_spool=Path(e["MAILTEST_XOAUTH2_SMTP_SPOOL"]),
+        key_file=Path(e["MAILTEST_XOAUTH2_KEY"]),
+        kid=e["MAILTEST_XOAUTH2_KID"],
+        issuer=e["MAILTEST_XOAUTH2_ISSUER"],
     )
 
 
