@@ -12,6 +12,7 @@ from service.config._model import (
     HttpAuthConfig,
     LocalPrincipal,
     MailConfig,
+    OAuthLogin,
     StoreConfig,
 )
 from service.config._redirect_uris import (
@@ -34,6 +35,7 @@ __all__ = [
     "HttpAuthConfig",
     "LocalPrincipal",
     "MailConfig",
+    "OAuthLogin",
     "StoreConfig",
     "callback_key",
     "callback_problem",
