@@ -12,8 +12,9 @@ import base64
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Literal
 
 import aioimaplib
 import msgspec
@@ -24,6 +25,7 @@ from providers.imap.connect import TOKEN_REFUSED, connect
 from providers.imap.discovery import list_folders, special_folders
 from providers.imap.pool import ImapPool
 from providers.imap.settings import ImapSettings
+from providers.netsafety import clear_reroutes_for_tests, reroute_for_tests
 from providers.oauth2.source import TokenSource
 from providers.smtp import SmtpSettings, SmtpSubmitter
 from schemas.errors import ServiceUnavailable
@@ -438,3 +440,66 @@ class TestSmtpSubmission:
         [line] = await wait_for_transactions(lambda t: t.rcpt_tos == [rcpt], spool=rig.smtp_spool)
         assert ("vanished", False) == (line.outcome, line.stored)
         assert [] == await copies_in(rig_imap, SENT_MAIL, message_id)
+
+
+@pytest.fixture
+def pinned(services: Services, rig: XOAuth2Rig) -> Iterator[None]:
+    """Send the pinned provider names to the rig (the test CA's certificate names them)."""
+    loopback = "127.0.0.1"
+    reroute_for_tests(
+        {
+            ("imap.gmail.com", 993): (loopback, rig.imap_port),
+            ("smtp.gmail.com", 465): (loopback, rig.smtp_port),
+            ("outlook.office365.com", 993): (loopback, rig.imap_port),
+            ("smtp.office365.com", 587): (loopback, rig.smtp_starttls_port),
+        },
+        str(services.ca_file),
+    )
+    yield
+    clear_reroutes_for_tests()
+
+
+@pytest.mark.usefixtures("pinned")
+class TestPinnedNames:
+    @pytest.mark.parametrize("host", ["imap.gmail.com", "outlook.office365.com"])
+    async def test_imap_logs_in_at_the_pinned_name(
+        self, rig: XOAuth2Rig, minter: RigMinter, host: str
+    ) -> None:
+        tokens = GivenTokens(fresh(minter.valid(), 1))
+        settings = ImapSettings(
+            host=host, port=993, username=rig.user, password=Secret(""), tokens=tokens
+        )  # no CA file and no private hosts: the test seam alone leads to loopback
+        session = await connect(settings)
+        try:
+            inbox = await session.examine("INBOX")
+        finally:
+            await session.logout()
+        assert 2 == inbox.exists
+
+    @pytest.mark.parametrize(
+        ("host", "port", "tls_mode"),
+        [("smtp.gmail.com", 465, "tls"), ("smtp.office365.com", 587, "starttls")],
+    )
+    async def test_smtp_submits_at_the_pinned_name(
+        self,
+        rig: XOAuth2Rig,
+        minter: RigMinter,
+        rig_imap: aioimaplib.IMAP4_SSL,
+        host: str,
+        port: int,
+        tls_mode: Literal["tls", "starttls"],
+    ) -> None:
+        rcpt = f"ok@{fresh_domain()}"
+        raw, message_id = message(rig.user, rcpt)
+        tokens = GivenTokens(fresh(minter.valid(), 1))
+        settings = SmtpSettings(
+            host=host,
+            port=port,
+            tls_mode=tls_mode,
+            username=rig.user,
+            password=Secret(""),
+            tokens=tokens,
+        )
+        submission = await SmtpSubmitter(settings).begin(Envelope(rig.user, (rcpt,)), raw)
+        assert 250 == (await submission.commit()).code
+        assert [raw] == await copies_in(rig_imap, SENT_MAIL, message_id)
