@@ -40,6 +40,16 @@ class Appended(Struct, frozen=True):
     uid: int = 0
 
 
+class SentCopy(Struct, frozen=True, kw_only=True):
+    """A message in a \\Sent folder whose own Message-ID is exactly the one searched for."""
+
+    folder: str  # for the person running the search; the ledger never records it
+    uid_validity: int
+    uid: int
+    size: int  # RFC822.SIZE
+    sha256: str | None  # of the exact bytes; None when larger than the read limit (5 MiB)
+
+
 class RawReader(Protocol):
     """Reads several messages on one connection (a read_many batch)."""
 
@@ -77,6 +87,10 @@ class Mailbox(Protocol):
 
     async def append_draft(self, raw: bytes, folder: str | None = None) -> Appended:
         """APPEND a draft with \\Draft to `folder` or the unique Drafts folder; never retried."""
+        ...
+
+    async def find_sent_copies(self, message_id: str) -> list[SentCopy]:
+        """Find the copies carrying exactly this Message-ID in every \\Sent folder (read-only)."""
         ...
 
     async def create_folder(self, name: str) -> None:

@@ -15,11 +15,12 @@ from providers.imap.drafts import append_draft
 from providers.imap.fetch import fetch_raw
 from providers.imap.pool import ImapPool
 from providers.imap.search import decode_search_cursor, search_page
+from providers.imap.sent_copy import find_candidates, read_copy
 from providers.imap.session import ImapSession
 from providers.imap.settings import ImapSettings
 from providers.imap.write_delete import delete_permanently
 from providers.imap.write_flags import change_flags
-from providers.mailbox import Appended, RawMessage
+from providers.mailbox import Appended, RawMessage, SentCopy
 from schemas.mailbox import Folder, Reference, ServerCapabilities
 from schemas.mutations import FlagResult, MutationResult
 from schemas.search import ConversationQuery, SearchQuery, SummaryPage
@@ -82,6 +83,22 @@ class ImapMailbox:
         """APPEND a draft with \\Draft to `folder` or the unique \\Drafts folder."""
         async with self.pool.session() as session:
             return await append_draft(session, raw, folder)
+
+    async def find_sent_copies(self, message_id: str) -> list[SentCopy]:
+        """Search every \\Sent folder read-only for copies with exactly this Message-ID.
+
+        Each copy's bytes are read on a session lease of its own, so every read has the full
+        read budget.
+        """
+        async with self.pool.session() as session:
+            candidates = await find_candidates(session, message_id)
+        copies: list[SentCopy] = []
+        for candidate in candidates:
+            async with self.pool.session() as session:
+                copy = await read_copy(session, candidate)
+            if copy is not None:
+                copies.append(copy)
+        return copies
 
     async def create_folder(self, name: str) -> None:
         """CREATE one folder; a NO (it exists, say) is unavailable, a lost reply unknown."""
