@@ -10,6 +10,10 @@ After a rollback (a recorded halt) the last durable event may be older than the 
 usual conclusions ("no attempt marker: not sent", "expired: never claimed") are not drawn; the
 scripts refuse them. Instead every open send, unclaimed preparations included, is quarantined
 as unknown, and none of them is ever claimed again.
+
+Given a finder (the provider files Sent itself), a pass also looks for the provider's own copy
+of each unknown send past its grace (ledger/dispatch/evidence.py): reading the mailbox, never
+sending.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from msgspec import Struct
 
 from ledger.chain import verified_events
 from ledger.dispatch.decisions import Action, Decision, Kind, RecoveryReport
+from ledger.dispatch.evidence import EvidencePass, SentCopyFinder
 from ledger.dispatch.quarantine import Quarantine
 from ledger.ids import new_id
-from ledger.lifecycle import Lifecycle, fold, recorded_grace
+from ledger.lifecycle import Lifecycle, fold, grace_for
 from ledger.store.answers import Head, OpenMember
 from ledger.store.bulk import BulkReader, pages
 from ledger.store.ledger_store import LedgerStore, head_of
@@ -79,13 +84,6 @@ def classify(lifecycle: Lifecycle, now_ms: int) -> EventData | None:
     return None
 
 
-def grace_for(lifecycle: Lifecycle, grace_ms: int) -> int:
-    """The grace recovery waits for this send: its own setting, or the longer one in force at
-    the claim (the store's append script applies the same rule)."""
-    recorded = recorded_grace(lifecycle)
-    return grace_ms if recorded is None else max(grace_ms, recorded)
-
-
 def verdict_of(data: EventData) -> str:
     """Say in a few words what the recovery event makes of the send."""
     if isinstance(data, RecoveryClassified):
@@ -111,7 +109,11 @@ class _Open(Struct, frozen=True):
 
 
 class Recoverer:
-    """Runs recovery passes over one namespace: open claims and filings, then expiries."""
+    """Runs recovery passes over one namespace: open claims and filings, expiries, evidence.
+
+    `finder` searches the provider's Sent folder; give it only where the provider files its
+    own copy of every message it accepts.
+    """
 
     def __init__(
         self,
@@ -120,12 +122,14 @@ class Recoverer:
         worker_id: str | None = None,
         grace_ms: int | None = None,
         page: int = PAGE,
+        finder: SentCopyFinder | None = None,
     ) -> None:
         self.store = store
         self.reader = BulkReader(store.client, store.keys)
         self.worker_id = worker_id or new_id()
         self.grace_ms = store.settings.recovery_grace_ms if grace_ms is None else grace_ms
         self.page = page
+        self.finder = finder
 
     @property
     def actor(self) -> str:
@@ -159,6 +163,11 @@ class Recoverer:
             report.decisions += await self._sweep(pids, dry_run)
             if progress is not None:
                 progress(len(report.decisions))
+        searches = EvidencePass(
+            self.store, self.reader, self.finder, actor=self.actor, grace_ms=self.grace_ms,
+            page=self.page,
+        )  # fmt: skip
+        await searches.run(report, progress)
         _log(report)
         return report
 
@@ -315,6 +324,7 @@ class Recoverer:
 def _log(report: RecoveryReport) -> None:
     counts = report.counts()
     if any(
-        counts.get(a, 0) for a in ("classified", "expired", "quarantined", "corrupt", "stream_gone")
+        counts.get(a, 0)
+        for a in ("classified", "expired", "quarantined", "evidenced", "corrupt", "stream_gone")
     ):
         log.info("recovery_pass", dry_run=report.dry_run, **counts)
