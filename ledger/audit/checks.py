@@ -22,6 +22,7 @@ from schemas.ledger import Event, InvalidTransition, LedgerEntry, decode_event
 from schemas.ledger_events import (
     ANNOTATION_TYPES,
     Claimed,
+    OutcomeEvidence,
     Prepared,
     RecoveryClassified,
     SentFilingFailed,
@@ -79,6 +80,7 @@ class StreamAudit(Struct, frozen=True, kw_only=True):
     resolution: str = ""  # the latest operator resolution's outcome ("" when none)
     grace_recorded: bool = False  # judged by the grace recorded at its claim
     state: str = ""  # the lifecycle state (its stage while sending: CLAIMED, ATTEMPTING, ...)
+    evidence: str = ""  # accepted by its Sent copy: "identical" or "other_bytes" ("" when not)
 
 
 def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) -> StreamAudit:
@@ -122,7 +124,15 @@ def audit_stream(pid: str, entries: Sequence[LedgerEntry], rules: AuditRules) ->
         resolution=lifecycle.resolutions[-1].outcome if lifecycle.resolutions else "",
         grace_recorded=recorded_grace(lifecycle) is not None,
         state=lifecycle.state,
+        evidence=evidence_said(lifecycle.evidence),
     )
+
+
+def evidence_said(evidence: OutcomeEvidence | None) -> str:
+    """Name how an unknown send was proven accepted: "identical", "other_bytes" or ""."""
+    if evidence is None:
+        return ""
+    return "identical" if evidence.identical else "other_bytes"
 
 
 def grace_of(lifecycle: Lifecycle, rules: AuditRules) -> int:
@@ -174,9 +184,11 @@ def _rules(
     lifecycle: Lifecycle,
     rules: AuditRules,
 ) -> list[Finding]:
-    """The claim matches the preparation; recovery waited out the grace and closed what it saw."""
+    """The claim matches the preparation; recovery waited out the grace and closed what it saw;
+    evidence calls a copy identical exactly when its hash is the commit point's."""
     found: list[Finding] = []
     prepared = lifecycle.prepared
+    commit = lifecycle.commit
     grace_ms = grace_of(lifecycle, rules)
     claim_srv = lifecycle.claimed_srv_ms
     filing_srv = lifecycle.filing_srv_ms
@@ -202,6 +214,15 @@ def _rules(
                 found.append(
                     Finding(pid, event.seq, "recovery_mismatch", "recovery closed another state")
                 )
+        elif isinstance(data, OutcomeEvidence):
+            same = commit is not None and data.sha256 == commit.raw_sha256
+            if data.identical != same:
+                found.append(
+                    Finding(
+                        pid, event.seq, "evidence_mismatch",
+                        "the evidence's 'identical' contradicts the hashes it names",
+                    )
+                )  # fmt: skip
         elif (
             isinstance(data, SentFilingFailed)
             and event.actor.startswith("recovery:")
@@ -234,6 +255,8 @@ def investigate_reason(
         return ""
     if late:
         return "late outcome observed after recovery"
+    if state == "EVIDENCED":
+        return ""  # the provider's own Sent copy settled it: accepted
     if rollback:
         return "quarantined after a store rollback: may have been sent"
     if status == "unknown":

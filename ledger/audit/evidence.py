@@ -19,6 +19,7 @@ from schemas.ledger_events import (
     DispatchAborted,
     EventData,
     OperatorResolution,
+    OutcomeEvidence,
     Prepared,
     RecoveryClassified,
     RollbackQuarantined,
@@ -85,6 +86,19 @@ class Resolution(Struct, frozen=True, kw_only=True):
     server_time: str
 
 
+class SentCopyFound(Struct, frozen=True, kw_only=True):
+    """The provider's own Sent copy that proved an unknown send accepted, as recorded."""
+
+    uid_validity: int
+    uid: int
+    sha256: str  # of the copy's bytes ("" when it was too large to read whole)
+    identical: bool  # its SHA-256 is the commit point's raw_sha256
+    copies: int
+    by: str  # recovery or the operator who asked
+    srv_ms: int
+    server_time: str
+
+
 class Evidence(Struct, frozen=True, kw_only=True):
     """The facts about one send that outside checks (Sent, provider, recipient) start from."""
 
@@ -104,6 +118,7 @@ class Evidence(Struct, frozen=True, kw_only=True):
     classification: str = ""
     lease: Lease | None = None
     resolutions: list[Resolution] = field(default_factory=list)
+    sent_copy: SentCopyFound | None = None
 
 
 def evidence_of(
@@ -114,6 +129,7 @@ def evidence_of(
     attempt: SmtpAttemptStarted | None = None
     commit: Stamped | None = None
     resolutions: list[Resolution] = []
+    sent_copy: SentCopyFound | None = None
     for item in stamped:
         data = item.event.data
         if isinstance(data, Prepared):
@@ -124,6 +140,8 @@ def evidence_of(
             commit = item
         elif isinstance(data, OperatorResolution):
             resolutions.append(_resolution(item.event, data, item.srv_ms))
+        elif isinstance(data, OutcomeEvidence):
+            sent_copy = _sent_copy(item.event, data, item.srv_ms)
     terminal = None if lifecycle is None else lifecycle.terminal
     answer = _Answer() if terminal is None else _answer(terminal)
     point = None if commit is None else commit.event.data
@@ -144,6 +162,20 @@ def evidence_of(
         classification=answer.classification,
         lease=None if lifecycle is None or lease is None else lease_of(lifecycle, lease),
         resolutions=resolutions,
+        sent_copy=sent_copy,
+    )
+
+
+def _sent_copy(event: Event, data: OutcomeEvidence, srv_ms: int) -> SentCopyFound:
+    return SentCopyFound(
+        uid_validity=data.uid_validity,
+        uid=data.uid,
+        sha256="" if isinstance(data.sha256, UnsetType) else data.sha256,
+        identical=data.identical,
+        copies=data.copies,
+        by=event.actor,
+        srv_ms=srv_ms,
+        server_time=iso_ms(srv_ms),
     )
 
 

@@ -17,7 +17,14 @@ from typing import Final, TypeVar
 
 from ledger.audit.checks import Finding
 from ledger.audit.manifest import Manifest
-from ledger.audit.report import AuditReport, Checked, OpenItem, checked_lines, duration
+from ledger.audit.report import (
+    AuditReport,
+    Checked,
+    OpenItem,
+    checked_lines,
+    duration,
+    evidence_words,
+)
 from ledger.audit.show import iso_ms
 from ledger.audit.summary import SendSteps, Step
 
@@ -139,6 +146,8 @@ def render_html(report: AuditReport) -> str:
     resolved = [(item, item.resolution) for item in report.resolved]
     out.append(_items("open-items", "Open items", "why", opened, drawn))
     out.append(_items("resolutions", "Resolutions", "resolution", resolved, drawn))
+    evidenced = [(item, evidence_words(item.evidence)) for item in report.evidenced]
+    out.append(_items("evidence", "Accepted by evidence", "evidence", evidenced, drawn))
     out.append(
         f"<footer>{report.events:,} event(s) in {report.streams:,} stream(s) checked in "
         f"{report.elapsed_s:.2f} s · report schema {escape(report.schema)}</footer>"
@@ -177,7 +186,8 @@ def _header(report: AuditReport, verdict: str) -> str:
         f'<ul class="chips">{chips}</ul>'
         f'<nav class="sub">go to <a href="#timelines">timelines</a> · '
         f'<a href="#open-items">open items ({len(report.investigate):,})</a> · '
-        f'<a href="#resolutions">resolutions ({len(report.resolved):,})</a></nav></header>'
+        f'<a href="#resolutions">resolutions ({len(report.resolved):,})</a> · '
+        f'<a href="#evidence">accepted by evidence ({len(report.evidenced):,})</a></nav></header>'
     )
 
 
@@ -333,6 +343,8 @@ def _send(send: SendSteps) -> str:
         out.append(f'<p class="why">investigate: {escape(send.investigate)}</p>')
     if send.resolution:
         out.append(f'<p class="resolved">resolved by a person: {escape(send.resolution)}</p>')
+    if send.evidence:
+        out.append(f'<p class="resolved">{escape(evidence_words(send.evidence))}</p>')
     flagged = {finding.seq for finding in send.findings}
     day = when(send.steps[0].srv_ms)[:11] if send.steps else ""
     out.append('<ol class="steps">')

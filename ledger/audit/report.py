@@ -67,6 +67,7 @@ class OpenItem(Struct, frozen=True, kw_only=True):
     stage: str
     reason: str = ""
     resolution: str = ""
+    evidence: str = ""  # accepted by its Sent copy: "identical" or "other_bytes"
 
 
 class AuditReport(Struct, kw_only=True):
@@ -87,6 +88,7 @@ class AuditReport(Struct, kw_only=True):
     elapsed_s: float
     events_per_s: int
     sends: list[SendSteps] = field(default_factory=list)  # only when kept (the HTML report)
+    evidenced: list[OpenItem] = field(default_factory=list)  # unknown, then proven accepted
 
 
 def macs_state(key: bytes | None, sealed_key_id: str) -> tuple[Macs, str]:
@@ -144,6 +146,7 @@ def build_report(
         findings=summary.findings,
         investigate=[_item(a) for a in summary.investigate],
         resolved=[_item(a) for a in summary.resolved],
+        evidenced=[_item(a) for a in summary.evidenced],
         elapsed_s=round(summary.elapsed_s, 3),
         events_per_s=rate,
         sends=summary.sends,
@@ -153,7 +156,7 @@ def build_report(
 def _item(audit: StreamAudit) -> OpenItem:
     return OpenItem(
         prepared_id=audit.pid, status=audit.status, stage=audit.stage,
-        reason=audit.investigate, resolution=audit.resolution,
+        reason=audit.investigate, resolution=audit.resolution, evidence=audit.evidence,
     )  # fmt: skip
 
 
@@ -240,6 +243,12 @@ def duration(ms: int) -> str:
     return f"{ms} ms"
 
 
+def evidence_words(evidence: str) -> str:
+    """Say how a send whose outcome was lost was proven accepted."""
+    bytes_said = "identical bytes" if evidence == "identical" else "other bytes"
+    return f"outcome lost, the provider's own Sent copy found ({bytes_said})"
+
+
 def render_text(report: AuditReport) -> str:
     """Render a report for a person: counts, what was checked, findings, open items, verdict."""
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(report.statuses.items())) or "none"
@@ -261,6 +270,8 @@ def render_text(report: AuditReport) -> str:
         out.append(f"INVESTIGATE {item.prepared_id}: {item.status} - {item.reason}")
     for item in report.resolved:
         out.append(f"RESOLVED {item.prepared_id}: {item.status} - {item.resolution}")
+    for item in report.evidenced:
+        out.append(f"EVIDENCE {item.prepared_id}: {item.status} - {evidence_words(item.evidence)}")
     if report.verdict == "findings":
         out.append(f"{len(report.findings)} finding(s)")
     elif report.verdict == "unverified":

@@ -20,6 +20,7 @@ from schemas.ledger_events import (
     EventData,
     LateOutcomeObserved,
     OperatorResolution,
+    OutcomeEvidence,
     Prepared,
     RecoveryClassified,
     RollbackQuarantined,
@@ -121,8 +122,27 @@ def meaning(data: EventData) -> str:
             f"a person's finding: {data.outcome.replace('_', '-')} ({data.note}){replaced}; "
             "the recorded status stands and nothing reopens"
         )
+    if isinstance(data, OutcomeEvidence):
+        return (
+            f"evidence: the provider's own copy is in its Sent folder (UIDVALIDITY "
+            f"{data.uid_validity}, UID {data.uid}{_more_copies(data.copies)}), "
+            f"{copy_bytes(data)}: it accepted the message"
+        )
     kind = data.TYPE.replace("_", " ")
     return kind[:1].upper() + kind[1:]
+
+
+def copy_bytes(data: OutcomeEvidence) -> str:
+    """Say how the copy's bytes compare with the submitted ones."""
+    if data.identical:
+        return "byte for byte the submitted message"
+    if isinstance(data.sha256, UnsetType):
+        return "same Message-ID, too large to compare its bytes"
+    return "same Message-ID, other bytes (the provider rewrote them)"
+
+
+def _more_copies(copies: int) -> str:
+    return "" if copies == 1 else f"; {copies} copies found"
 
 
 def conclusion(lifecycle: Lifecycle) -> str:
@@ -139,6 +159,12 @@ def conclusion(lifecycle: Lifecycle) -> str:
         return "attempt marker present, commit point absent: not submitted (so far)"
     if state == "COMMITTED":
         return "commit point present, no outcome yet: the message may have been submitted"
+    if state == "EVIDENCED" and lifecycle.evidence is not None:
+        return (
+            "the outcome was lost, but the provider's own copy in its Sent folder "
+            f"({copy_bytes(lifecycle.evidence)}) proves it accepted the message (acceptance is "
+            "not delivery)"
+        )
     if isinstance(terminal, RollbackQuarantined):
         return (
             "the ledger store went back in time: this send may have been claimed and sent in "
@@ -288,6 +314,19 @@ def evidence_lines(evidence: Evidence) -> list[tuple[str, str]]:
         facts.append(("raw_sha256", evidence.raw_sha256))
         facts.append(("", evidence.raw_sha256_use))
         facts.append(("wire_bytes", f"{evidence.wire_bytes} (bytes written in DATA, dot-stuffed)"))
+    copy = evidence.sent_copy
+    if copy is not None:
+        compared = (
+            "identical to raw_sha256"
+            if copy.identical
+            else "same Message-ID, other bytes"
+            + (f" (SHA-256 {copy.sha256})" if copy.sha256 else "")
+        )
+        facts.append((
+            "Sent copy",
+            f"found by {copy.by} at {copy.server_time}: UIDVALIDITY {copy.uid_validity}, UID "
+            f"{copy.uid}, {compared}",
+        ))  # fmt: skip
     if evidence.lease is not None:
         facts.append(("lease", evidence.lease.said))
     for resolution in evidence.resolutions:

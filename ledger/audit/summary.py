@@ -29,6 +29,7 @@ class SendSteps(Struct, frozen=True, kw_only=True):
     resolution: str
     steps: list[Step]
     findings: list[Finding]
+    evidence: str = ""  # accepted by its Sent copy: "identical" or "other_bytes"
 
 
 class LedgerAudit(Struct, kw_only=True):
@@ -44,6 +45,7 @@ class LedgerAudit(Struct, kw_only=True):
     findings: list[Finding] = field(default_factory=list)
     investigate: list[StreamAudit] = field(default_factory=list)
     resolved: list[StreamAudit] = field(default_factory=list)
+    evidenced: list[StreamAudit] = field(default_factory=list)  # accepted by their Sent copy
     grace_recorded: int = 0  # streams judged by the grace recorded at their claim
     elapsed_s: float = 0.0
     keep_steps: bool = False
@@ -62,7 +64,7 @@ class LedgerAudit(Struct, kw_only=True):
                     pid=audit.pid, status=audit.status, stage=audit.stage, state=audit.state,
                     investigate=audit.investigate, resolution=audit.resolution,
                     steps=[Step(entry.seq, entry.t, entry.srv_ms) for entry in entries],
-                    findings=audit.findings,
+                    findings=audit.findings, evidence=audit.evidence,
                 )
             )  # fmt: skip
         self.streams += 1
@@ -73,5 +75,6 @@ class LedgerAudit(Struct, kw_only=True):
             self.investigate.append(audit)
         if audit.resolution:
             self.resolved.append(audit)
+        if audit.evidence:
+            self.evidenced.append(audit)
         self.grace_recorded += audit.grace_recorded
-

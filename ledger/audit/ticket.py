@@ -69,7 +69,8 @@ def _checks(evidence: Evidence) -> list[str]:
     return [
         f"- [ ] Look in the Sent folder for Message-ID {mid} (a provider that files sent mail "
         "itself has a copy only if it accepted the message; angelos files its own copy only "
-        "after an acceptance).",
+        "after an acceptance): `angelos ledger evidence PREPARED_ID` searches it and records a "
+        "copy it finds; finding none proves nothing.",
         f"- [ ] Ask the provider for its submission log or message trace, or search the SMTP "
         f"server's log{where}, for Message-ID {mid} around {when}.",
         f"- [ ] If a provider-side copy turns up, compare its SHA-256 with raw_sha256 {digest} "
