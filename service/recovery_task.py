@@ -74,7 +74,8 @@ def start_recovery(store_config: StoreConfig | None, sending: Sending) -> Recove
     report = sending.report
     if report is None or not (report.usable or report.durability_only):
         return None
-    task = RecoveryTask(Recoverer(sending.store), store_config.recovery_interval_s)
+    recoverer = Recoverer(sending.store, finder=sending.sent_copies)
+    task = RecoveryTask(recoverer, store_config.recovery_interval_s)
     if sending.monitor is not None:
         sending.monitor.listeners.append(task.wake)
     task.start()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import structlog
 
 from ledger.dispatch.closer import Closer
+from ledger.dispatch.evidence import SentCopyFinder
 from ledger.dispatch.journal import Journal
 from ledger.dispatch.pipeline import Dispatcher
 from ledger.dispatch.writes import DispatchSettings
@@ -51,6 +52,9 @@ class Sending:
     monitor: StoreMonitor | None = None
     journal: Journal | None = None
     problem: str = "no durable send store is configured"  # what kept the dispatcher from arming
+    # What recovery searches for the provider's own copy of an unknown send (None: the provider
+    # does not file Sent itself, so recovery never searches).
+    sent_copies: SentCopyFinder | None = None
 
     @property
     def usable(self) -> bool:
@@ -148,6 +152,17 @@ class MailboxSentFiler:
         return SentFilingSucceeded(destination_known=False)
 
 
+def sent_copy_finder(mail: MailConfig | None, mailbox: Mailbox | None) -> SentCopyFinder | None:
+    """The mailbox, as recovery's search for evidence, where the provider files Sent itself.
+
+    Only such a provider holds a copy of each message it accepted and of no other; elsewhere a
+    Sent copy proves nothing, and recovery does not search.
+    """
+    if mail is None or mailbox is None or not mail.smtp_stores_sent:
+        return None
+    return mailbox
+
+
 def durability_options(store: StoreConfig) -> SelfCheckOptions:
     """The operator's durability assertions and WAITAOF settings."""
     return SelfCheckOptions(
@@ -195,6 +210,7 @@ async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
         return Sending(problem=f"the embedded ledger store did not start: {exc}")
     report = await self_check(store.client, options, store=store)
     sending = Sending(store=store, report=report, embedded=embedded, problem=report.reason)
+    sending.sent_copies = sent_copy_finder(config.mail, mailbox)
     if not report.usable and not report.durability_only:
         log.warning("send disabled: durable store configuration is incomplete")
         return sending

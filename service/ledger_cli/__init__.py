@@ -5,10 +5,12 @@ HMAC key, grace, retention), completed from `--env-file PATH` or ANGELOS_ENV_FIL
 a refused env file stops every command, since the rest might name another store. All of them
 only read, except `recover`, which runs one recovery pass (the same code as the servers'
 background task; `--dry-run` writes nothing), `resolve`, which records a person's finding about
-a settled send, and `acknowledge-rollback`, which a person runs after the store went back in
-time (rollback.py). Text output is for people; `--json` is for machines. Exit status: 0 clean,
-1 findings, 2 usage or configuration, 3 store unreachable, 4 unverified (no findings, but the
-MACs could not be checked: no key, or the wrong one).
+a settled send, `evidence`, which records an unknown send's own copy found in the provider's
+Sent folder (the mailbox is only read), and `acknowledge-rollback`, which a person runs after
+the store went back in time (rollback.py). Text output is for people; `--json` is for machines.
+Exit status: 0 clean, 1 findings, 2 usage or configuration, 3 store (or, for `evidence`, mailbox)
+unreachable, 4 unverified (no findings, but the MACs could not be checked: no key, or the wrong
+one).
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ from service.ledger_cli.archive_commands import (
 )
 from service.ledger_cli.audit_commands import export, replay, verify
 from service.ledger_cli.common import OK, USAGE, with_store
+from service.ledger_cli.evidence_command import (
+    add_evidence_command,
+    evidence,
+    evidence_problem,
+)
 from service.ledger_cli.queue_commands import list_sends, recover
 from service.ledger_cli.resolve import add_resolve_command, resolution_from, resolve
 from service.ledger_cli.rollback import acknowledge_rollback
@@ -113,6 +120,7 @@ def add_ledger_commands(parser: argparse.ArgumentParser) -> None:
         help="after the store went back in time: quarantine what is open, let sending resume",
     )
     add_resolve_command(sub)
+    add_evidence_command(sub)
     for command in (verify_parser, show_parser, listing, export_parser, replay_parser):
         command.add_argument("--json", action="store_true", help="machine-readable output")
     for command in (verify_parser, show_parser, listing, export_parser, replay_parser,
@@ -131,6 +139,11 @@ def run_ledger(args: argparse.Namespace, config: Config) -> int:
         made = resolution_from(args)
         if isinstance(made, str):
             print(f"angelos ledger: {made}", file=sys.stderr)
+            return USAGE
+    if args.ledger_command == "evidence":
+        problem = evidence_problem(args)
+        if problem is not None:
+            print(f"angelos ledger: {problem}", file=sys.stderr)
             return USAGE
     if config.env_file is not None and config.env_file.problems:  # the wrong store, perhaps
         for line in config.env_file.problems:
@@ -159,11 +172,13 @@ def run_ledger(args: argparse.Namespace, config: Config) -> int:
         "export": export,
         "recover": recover,
         "resolve": resolve,
+        "evidence": evidence,
         "acknowledge-rollback": _acknowledge,
     }
     if args.ledger_command == "archive":
         return archive_command(args, store_config)
     args.store_config = store_config
+    args.mail = config.mail  # `evidence` searches this mailbox; `recover` too, if it files Sent
     command = commands[args.ledger_command]
     return asyncio.run(with_store(store_config, lambda store: command(args, store)))
 

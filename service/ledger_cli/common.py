@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import re
 import sys
 import time
@@ -14,6 +15,7 @@ import msgspec
 
 from ledger.archive.signed_note import VerifierKey
 from ledger.audit.checks import AuditRules
+from ledger.audit.report import macs_state
 from ledger.chain import DEFAULT_SKEW_MS, key_of
 from ledger.store.ledger_store import LedgerStore
 from schemas.errors import MailError
@@ -25,6 +27,7 @@ from service.sending import open_store
 OK, FINDINGS, USAGE, UNREACHABLE = 0, 1, 2, 3
 UNVERIFIED = 4  # no findings, but MACs the ledger carries could not be checked
 _RELATIVE: Final = re.compile(r"(\d+)([smhd])", re.ASCII)
+_OPERATOR: Final = re.compile(r"[A-Za-z0-9._-]{1,64}", re.ASCII)
 _UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -52,6 +55,34 @@ async def with_store(
         await store.client.aclose()
         if embedded is not None:
             await embedded.stop()
+
+
+def operator_actor(by: str | None) -> str | None:
+    """The actor `operator:NAME` for `--by` (default: the login name), or None when unusable."""
+    name = by if by is not None else _login()
+    return f"operator:{name}" if _OPERATOR.fullmatch(name) else None
+
+
+def _login() -> str:
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64]
+    return cleaned or "unknown"
+
+
+async def unsealed_writer(store: LedgerStore) -> str | None:
+    """Say why a person's event may not be written (the key that seals the ledger is missing or
+    wrong: the entry would read as forged), or None when it may."""
+    sealed = await store.meta_field("mac_key_id")
+    macs, _ = macs_state(key_of(store.settings.hmac_key), sealed)
+    if macs in ("not_checked", "wrong_key"):
+        return (
+            f"this ledger is sealed with HMAC key ID {sealed}; set its ANGELOS_LEDGER_HMAC_KEY "
+            "to record anything"
+        )
+    return None
 
 
 async def rules_for(store: LedgerStore, now_ms: int, skew_ms: int = DEFAULT_SKEW_MS) -> AuditRules:

@@ -14,13 +14,16 @@ from ledger.audit.checks import AuditRules, StreamAudit, group_index, missing_st
 from ledger.audit.evidence import LeaseCheck, lease_holder, lease_of
 from ledger.audit.verify import audit_pids, recent_pids
 from ledger.chain import verified_events
-from ledger.dispatch.decisions import Action, RecoveryReport
+from ledger.dispatch.decisions import Action, Decision, RecoveryReport
 from ledger.dispatch.recovery import Recoverer
 from ledger.lifecycle import Lifecycle, fold
 from ledger.projection import rfc3339_seconds
 from ledger.store.bulk import BulkReader
 from ledger.store.ledger_store import LedgerStore
+from providers.imap.mailbox import ImapMailbox
 from schemas.ledger import LedgerEntry
+from service.app import imap_settings
+from service.config import MailConfig
 from service.ledger_cli.common import (
     FINDINGS,
     OK,
@@ -31,6 +34,7 @@ from service.ledger_cli.common import (
     rules_for,
 )
 from service.ledger_cli.rollback import describe
+from service.sending import sent_copy_finder
 
 # What the last lifecycle event of a `sending` send proves about the message so far.
 SENDING_STAGES: Final = {
@@ -66,6 +70,7 @@ class ListedSend(Struct, frozen=True, kw_only=True):
     investigate: str
     resolution: str
     sending: Sending | None = None
+    evidence: str = ""  # accepted by its Sent copy: "identical" or "other_bytes"
 
 
 class SendList(Struct, frozen=True, kw_only=True):
@@ -134,7 +139,7 @@ def _listed(audit: StreamAudit, sending: Sending | None) -> ListedSend:
         prepared_id=audit.pid, status=audit.status, stage=audit.stage,
         recovered=audit.recovered, late_outcome_observed=audit.late_outcome,
         last_event_ms=audit.last_srv_ms, investigate=audit.investigate,
-        resolution=audit.resolution, sending=sending,
+        resolution=audit.resolution, sending=sending, evidence=audit.evidence,
     )  # fmt: skip
 
 
@@ -203,7 +208,11 @@ async def _missing_streams(
 def _row(send: ListedSend, now_ms: int) -> str:
     flags = ",".join(
         flag
-        for flag, on in (("recovered", send.recovered), ("late", send.late_outcome_observed))
+        for flag, on in (
+            ("recovered", send.recovered),
+            ("late", send.late_outcome_observed),
+            ("evidence", bool(send.evidence)),
+        )
         if on
     )
     age_s = (now_ms - send.last_event_ms) // 1000
@@ -239,9 +248,19 @@ def _count(sends: Sequence[ListedSend], status: str | None) -> str:
 
 async def recover(args: argparse.Namespace, store: LedgerStore) -> int:
     """Run one recovery pass (or, with --dry-run, say what it would decide)."""
-    recoverer = Recoverer(store)
+    mail: MailConfig | None = getattr(args, "mail", None)
+    # As in the servers: unknown sends are searched for in Sent only where the provider files
+    # its own copies (a dry run only says which it would search; the mailbox opens on use).
+    mailbox = None
+    if mail is not None and mail.smtp_stores_sent:
+        mailbox = ImapMailbox(imap_settings(mail), pool_size=1)
+    recoverer = Recoverer(store, finder=sent_copy_finder(mail, mailbox))
     progress = Progress("recover", quiet=args.quiet)
-    report = await recoverer.run_once(dry_run=args.dry_run, progress=lambda n: progress(n, 0))
+    try:
+        report = await recoverer.run_once(dry_run=args.dry_run, progress=lambda n: progress(n, 0))
+    finally:
+        if mailbox is not None:
+            await mailbox.aclose()
     progress.done()
     if args.json:
         print_json(
@@ -284,9 +303,16 @@ def _print_recovery(report: RecoveryReport) -> None:
     for decision in report.decisions:
         verdict = f" -> {decision.verdict}" if decision.verdict else ""
         last = f" after {decision.last_lifecycle_type}" if decision.last_lifecycle_type else ""
-        when = (
-            f", decidable at {decidable_at(decision.decidable_ms)}"
-            if decision.action == "too_early" and decision.decidable_ms
-            else ""
+        print(
+            f"  {decision.pid} {decision.kind:<8} {decision.action}{last}{verdict}{_when(decision)}"
         )
-        print(f"  {decision.pid} {decision.kind:<8} {decision.action}{last}{verdict}{when}")
+
+
+def _when(decision: Decision) -> str:
+    if decision.action == "too_early" and decision.decidable_ms:
+        return f", decidable at {decidable_at(decision.decidable_ms)}"
+    if decision.action in ("no_evidence", "search_failed"):
+        if decision.decidable_ms:
+            return f", next search at {decidable_at(decision.decidable_ms)}"
+        return ", no search left (the status stays unknown)"
+    return ""

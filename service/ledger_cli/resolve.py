@@ -8,24 +8,21 @@ read; the store's append script then refuses a resolution of a send that is stil
 from __future__ import annotations
 
 import argparse
-import getpass
 import re
 import sys
 from typing import Final, Literal, cast
 
 import msgspec
 
-from ledger.audit.report import macs_state
-from ledger.chain import key_of, verified_events
+from ledger.chain import verified_events
 from ledger.ids import new_id
 from ledger.lifecycle import fold
 from ledger.store.ledger_store import LedgerStore, head_of
 from schemas.errors import MailError
 from schemas.ledger_events import OperatorResolution
-from service.ledger_cli.common import FINDINGS, OK, USAGE
+from service.ledger_cli.common import FINDINGS, OK, USAGE, operator_actor, unsealed_writer
 
 OUTCOMES: Final = ("arrived", "not-arrived", "unknown")
-_OPERATOR: Final = re.compile(r"[A-Za-z0-9._-]{1,64}", re.ASCII)
 _PID: Final = re.compile(r"[0-9a-f]{32}", re.ASCII)
 _OPEN_STATES: Final = frozenset({"PREPARED", "CLAIMED", "ATTEMPTING", "COMMITTED", "FILING"})
 
@@ -53,8 +50,8 @@ def resolution_from(args: argparse.Namespace) -> tuple[OperatorResolution, str] 
         return "--reprepared-as takes a prepared_id (32 lowercase hex characters)"
     if args.reprepared_as == args.prepared_id:
         return "--reprepared-as names the send being resolved"
-    by = args.by if args.by is not None else _login()
-    if not _OPERATOR.fullmatch(by):
+    actor = operator_actor(args.by)
+    if actor is None:
         return "--by is 1 to 64 letters, digits, '.', '_' or '-'"
     note = args.note.strip()
     if not note:
@@ -72,16 +69,7 @@ def resolution_from(args: argparse.Namespace) -> tuple[OperatorResolution, str] 
             "--note takes at most 500 printable ASCII characters, without '\"' or '\\' "
             "(the ledger's alphabet)"
         )
-    return data, f"operator:{by}"
-
-
-def _login() -> str:
-    try:
-        name = getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64]
-    return cleaned or "unknown"
+    return data, actor
 
 
 async def resolve(args: argparse.Namespace, store: LedgerStore) -> int:
@@ -92,15 +80,9 @@ async def resolve(args: argparse.Namespace, store: LedgerStore) -> int:
         return USAGE
     data, actor = made
     pid = args.prepared_id
-    sealed = await store.meta_field("mac_key_id")
-    key = store.settings.hmac_key
-    macs, _ = macs_state(key_of(key), sealed)
-    if macs in ("not_checked", "wrong_key"):  # an unsealed or wrongly sealed entry reads forged
-        print(
-            f"angelos ledger: this ledger is sealed with HMAC key ID {sealed}; set its "
-            "ANGELOS_LEDGER_HMAC_KEY to resolve. Nothing recorded",
-            file=sys.stderr,
-        )
+    unsealed = await unsealed_writer(store)
+    if unsealed is not None:  # an unsealed or wrongly sealed entry reads forged
+        print(f"angelos ledger: {unsealed}. Nothing recorded", file=sys.stderr)
         return USAGE
     _, entries = await store.read(pid)
     if not entries:
@@ -116,7 +98,7 @@ async def resolve(args: argparse.Namespace, store: LedgerStore) -> int:
         )
         return FINDINGS
     if lifecycle.state in _OPEN_STATES:
-        print(_still_open(pid, lifecycle.state), file=sys.stderr)
+        print(still_open(pid, lifecycle.state), file=sys.stderr)
         return FINDINGS
     head = head_of(entries)
     assert head is not None
@@ -143,7 +125,7 @@ async def resolve(args: argparse.Namespace, store: LedgerStore) -> int:
     return OK
 
 
-def _still_open(pid: str, state: str) -> str:
+def still_open(pid: str, state: str) -> str:
     if state == "PREPARED":
         return (
             f"angelos ledger: {pid} is an unclaimed preparation; it expires by itself (the "
