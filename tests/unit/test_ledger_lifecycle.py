@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger.lifecycle import (
+    AWAITS_EVIDENCE,
     STATES,
     TRANSITIONS,
     Lifecycle,
@@ -28,6 +29,7 @@ from support.ledger import (
     ATTEMPT,
     BODY_WRITE_FAILED,
     COMMIT,
+    EVIDENCE,
     FILING_FAILED,
     FILING_SAVED,
     FILING_STARTED,
@@ -257,10 +259,82 @@ class TestLuaMirror:
         for (state, event_type), rule in TRANSITIONS.items():
             assert (f"  if key == '{state}|{event_type}' then" in rendered) == bool(rule.when)
 
+    def test_the_lua_evidence_set_is_exactly_the_python_one(self) -> None:
+        rendered = lifecycle_lua()
+        row = next(line for line in rendered.splitlines() if "local AWAITS_EVIDENCE" in line)
+        names = {name for name in STATES if f"['{name}'] = true" in row}
+        assert AWAITS_EVIDENCE == names
+
     def test_the_lua_sets_name_every_annotation(self) -> None:
         rendered = lifecycle_lua()
         for annotation in ANNOTATION_TYPES:
             assert f"['{annotation}'] = true" in rendered
+
+
+# Everything that claims, takes a network step or files a Sent copy.
+SENDING_OR_FILING = (
+    "prepared", "claimed", "smtp_attempt_started", "smtp_commit_point", "smtp_accepted",
+    "sent_filing_started", "sent_filing_succeeded", "sent_filing_failed",
+)  # fmt: skip
+
+
+class TestEvidence:
+    @pytest.mark.parametrize("actor", ["recovery:worker-1", "operator:alice"])
+    def test_recovery_or_an_operator_may_record_evidence_of_an_unknown_send(
+        self, actor: str
+    ) -> None:
+        current = lifecycle_in("UNKNOWN")
+        after = advance(current, event(EVIDENCE, current.lifecycle_events + 1, actor))
+        assert ("EVIDENCED", EVIDENCE, UNKNOWN) == (after.state, after.evidence, after.terminal)
+
+    @pytest.mark.parametrize("actor", ["dispatcher:x", "api:test-1", "sweeper:w"])
+    def test_nobody_else_may_record_evidence(self, actor: str) -> None:
+        current = lifecycle_in("UNKNOWN")
+        with pytest.raises(InvalidTransition, match="only recovery or an operator"):
+            advance(current, event(EVIDENCE, current.lifecycle_events + 1, actor))
+
+    @pytest.mark.parametrize(
+        "quarantine",
+        [QUARANTINED_PREPARATION, QUARANTINED_CLAIM, QUARANTINED_ATTEMPT, QUARANTINED_COMMIT],
+    )
+    def test_a_send_quarantined_as_unknown_after_a_rollback_may_take_evidence(
+        self, quarantine: EventData
+    ) -> None:
+        path = {
+            "prepared": PATHS["PREPARED"],
+            "claimed": PATHS["CLAIMED"],
+            "smtp_attempt_started": PATHS["ATTEMPTING"],
+            "smtp_commit_point": PATHS["COMMITTED"],
+        }[quarantine.last_lifecycle_type]  # type: ignore[union-attr]
+        assert "EVIDENCED" == fold(events_for([*path, quarantine, EVIDENCE])).state
+
+    @pytest.mark.parametrize("state", [s for s in STATES if s != "UNKNOWN"])
+    def test_evidence_is_refused_in_every_state_but_unknown(self, state: State) -> None:
+        with pytest.raises(InvalidTransition):
+            step(state, EVIDENCE)
+
+    @pytest.mark.parametrize("event_type", SENDING_OR_FILING)
+    def test_evidence_can_never_be_followed_by_a_claim_a_network_step_or_a_filing(
+        self, event_type: str
+    ) -> None:
+        for data in VARIANTS[event_type]:
+            with pytest.raises(InvalidTransition):
+                step("EVIDENCED", data, srv_ms=T0 + 10_000_000)
+
+    def test_evidence_is_recorded_once(self) -> None:
+        with pytest.raises(InvalidTransition):
+            step("EVIDENCED", EVIDENCE)
+
+    def test_a_resolution_after_evidence_leaves_it_evidenced(self) -> None:
+        after = step("EVIDENCED", SAMPLES["operator_resolution"])
+        assert ("EVIDENCED", 1) == (after.state, len(after.resolutions))
+
+    def test_only_unknown_awaits_evidence(self) -> None:
+        assert frozenset({"UNKNOWN"}) == AWAITS_EVIDENCE
+
+    def test_the_fold_keeps_the_commit_point_the_evidence_is_compared_with(self) -> None:
+        lifecycle = lifecycle_in("EVIDENCED")
+        assert COMMIT == lifecycle.commit
 
 
 ANY_DATA = st.sampled_from([d for variants in VARIANTS.values() for d in variants])

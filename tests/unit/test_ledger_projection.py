@@ -12,6 +12,7 @@ from schemas.ledger import InvalidTransition, LedgerCorrupt
 from schemas.ledger_events import (
     DispatchAborted,
     EventData,
+    OutcomeEvidence,
     SentFilingFailed,
     SmtpAccepted,
     SmtpOutcomeUnknown,
@@ -25,6 +26,7 @@ from support.ledger import (
     COMMIT,
     DIGEST,
     DUPLICATE,
+    EVIDENCE,
     EXPIRED,
     FILING_FAILED,
     FILING_SAVED,
@@ -34,6 +36,8 @@ from support.ledger import (
     OTHER_OWNER,
     OWNER,
     PID,
+    QUARANTINED_COMMIT,
+    QUARANTINED_PREPARATION,
     QUEUED,
     RECOVERED_NOT_ATTEMPTED,
     RECOVERED_NOT_SUBMITTED,
@@ -41,6 +45,7 @@ from support.ledger import (
     REFUSED,
     REJECTED_ACK,
     REJECTED_ENVELOPE,
+    RESOLVED,
     SAMPLES,
     T0,
     TTL_MS,
@@ -224,6 +229,51 @@ class TestSentFiling:
 
     def test_no_sent_filing_key_when_the_claim_did_not_ask_for_one(self) -> None:
         assert "sent_filing" not in status_of([*SENT, ACCEPTED])
+
+
+class TestEvidence:
+    """An unknown send whose provider filed its own Sent copy: accepted, by evidence."""
+
+    REWRITTEN = OutcomeEvidence(
+        source="sent_folder", uid_validity=7, uid=44, sha256="cd" * 32, identical=False, copies=2
+    )
+
+    def test_an_unknown_send_with_its_sent_copy_recorded_is_accepted_with_the_evidence_named(
+        self,
+    ) -> None:
+        answer = status_of([*SENT, UNKNOWN, EVIDENCE])
+        assert ("accepted", "acknowledgement", "sent_copy", True, False) == (
+            answer["status"], answer["stage"], answer["evidence"],
+            answer["evidence_identical"], answer["delivery_verified"],
+        )  # fmt: skip
+        assert STATUS_KEYS | {"stage", "evidence", "evidence_identical"} == set(answer)
+
+    def test_a_copy_with_other_bytes_is_still_evidence_and_says_so(self) -> None:
+        answer = status_of([*SENT, RECOVERED_UNKNOWN, self.REWRITTEN])
+        assert ("accepted", False, True) == (
+            answer["status"], answer["evidence_identical"], answer["recovered"]
+        )  # fmt: skip
+
+    def test_a_send_quarantined_after_a_rollback_can_be_proven_accepted(self) -> None:
+        for items in ((*SENT, QUARANTINED_COMMIT), (prepared(), QUARANTINED_PREPARATION)):
+            answer = status_of([*items, self.REWRITTEN])
+            assert ("accepted", "store_rollback", "sent_copy") == (
+                answer["status"], answer["stage"], answer["evidence"]
+            )  # fmt: skip
+
+    def test_angelos_filed_nothing_so_a_requested_sent_copy_is_skipped(self) -> None:
+        answer = status_of([*SENT_FILING, UNKNOWN, EVIDENCE])
+        assert ("accepted", "skipped") == (answer["status"], answer["sent_filing"])
+
+    def test_a_later_resolution_keeps_the_evidence_and_the_status(self) -> None:
+        answer = status_of([*SENT, UNKNOWN, EVIDENCE, RESOLVED])
+        assert ("accepted", "sent_copy", "arrived") == (
+            answer["status"], answer["evidence"], answer["resolution"]
+        )  # fmt: skip
+
+    def test_an_unknown_send_without_evidence_names_none(self) -> None:
+        answer = status_of([*SENT, UNKNOWN])
+        assert "evidence" not in answer and "evidence_identical" not in answer
 
 
 class TestUnavailable:
