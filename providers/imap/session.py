@@ -172,20 +172,23 @@ class ImapSession:
         try:
             response = await self._run(self._make("AUTHENTICATE", (codec.raw("XOAUTH2"),)))
         except ServiceUnavailable:
+            # After a challenge (the server's refusal) a lost final reply changes nothing.
+            if self._wire.sasl_challenged:
+                raise LoginRefused() from None
             raise ServiceUnavailable() from None  # one generic message for every auth failure
         finally:
             self._wire.end_sasl()
-        if not response.ok:
-            self._break()
-            code = responses.response_code(response.text)
-            # NO [UNAVAILABLE] (RFC 5530) is the server's trouble, not the token's.
-            if response.status == "NO" and (code is None or code[0] != "UNAVAILABLE"):
-                raise LoginRefused()
-            raise ServiceUnavailable()
-        if self._wire.sasl_challenged:  # a challenge is a failure whatever the tagged reply says
-            self._break()
+        if response.ok and not self._wire.sasl_challenged:
+            await self._logged_in(response)
+            return
+        self._break()
+        code = responses.response_code(response.text)
+        # A challenge is a refusal whatever the tagged reply says; NO [UNAVAILABLE] (RFC 5530)
+        # without one is the server's trouble, not the token's.
+        unavailable = code is not None and code[0] == "UNAVAILABLE"
+        if self._wire.sasl_challenged or (response.status == "NO" and not unavailable):
             raise LoginRefused()
-        await self._logged_in(response)
+        raise ServiceUnavailable()
 
     async def _logged_in(self, response: ImapResponse) -> None:
         self._wire.state = _aio.AUTH

@@ -220,7 +220,7 @@ async def _authenticate(channel: Channel, settings: SmtpSettings) -> None:
 
 
 async def _authenticate_xoauth2(channel: Channel, username: str, tokens: TokenSource) -> None:
-    """AUTH XOAUTH2; a 5xx refusal invalidates the token and raises _TokenRefused."""
+    """AUTH XOAUTH2; a refusal (5xx, or a challenge) invalidates the token: _TokenRefused."""
     if "xoauth2" not in channel.auth_mechanisms:  # checked before a token is even fetched
         raise NotSent("authentication", "auth_unavailable")
     try:
@@ -239,16 +239,24 @@ async def _authenticate_xoauth2(channel: Channel, username: str, tokens: TokenSo
             reason="auth_failed",
             expect=(235, 334),
         )
-        if reply.code == 334:
-            # XOAUTH2 reports a refusal as a challenge (base64 JSON) and waits for the client:
-            # answer once with an empty line, then the server sends its final error. A
-            # challenge is a failure whatever that final reply says.
-            await channel.command(b"", stage="authentication", reason="auth_failed", expect=())
     except NotSent as failed:
         if 500 <= failed.reply_code <= 599:  # a 4xx is the server's trouble, not the token's
-            tokens.invalidate(token.generation)
-            raise _TokenRefused(token, failed) from None
+            raise _refused(tokens, token, failed) from None
         raise
+    if reply.code == 334:
+        # XOAUTH2 reports a refusal as a challenge (base64 JSON) and waits for the client:
+        # answer once with an empty line, then the server sends its final error. The challenge
+        # is the refusal, whatever that final reply is (or if it never comes).
+        try:
+            await channel.command(b"", stage="authentication", reason="auth_failed", expect=())
+        except NotSent as failed:
+            raise _refused(tokens, token, failed) from None
+
+
+def _refused(tokens: TokenSource, token: AccessToken, failed: NotSent) -> _TokenRefused:
+    """Invalidate the refused token's generation; the error to raise for it."""
+    tokens.invalidate(token.generation)
+    return _TokenRefused(token, failed)
 
 
 def _xoauth2_response(username: str, token: Secret) -> bytes | None:

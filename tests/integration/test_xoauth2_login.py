@@ -336,8 +336,14 @@ class TestSmtpSubmission:
 
     @pytest.mark.parametrize("refusal", ["expired", "not a JWT", "wrong sub"])
     async def test_a_refused_token_is_not_sent_at_authentication(
-        self, services: Services, rig: XOAuth2Rig, minter: RigMinter, refusal: str
+        self,
+        services: Services,
+        rig: XOAuth2Rig,
+        minter: RigMinter,
+        refusal: str,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
+        caplog.set_level(logging.DEBUG)
         domain = fresh_domain()
         raw, _ = message(rig.user, f"ok@{domain}")
         token = REFUSALS[refusal][0](minter)
@@ -354,6 +360,7 @@ class TestSmtpSubmission:
         assert (1, [7]) == (tokens.requests, tokens.invalidated)
         assert [] == spool_lines(rig, domain)
         assert token not in str(failed) and token not in repr(failed)
+        assert token not in caplog.text
 
     async def test_a_refused_cached_token_is_replaced_once_on_a_fresh_connection(
         self,
