@@ -4,29 +4,11 @@ from __future__ import annotations
 
 from providers.imap.mailbox import ImapMailbox
 from providers.imap.settings import ImapSettings
-from providers.oauth2.cache import tokens_for
-from providers.oauth2.profiles import RefreshGrant, google_grant, microsoft_grant
-from providers.oauth2.source import TokenSource
 from schemas.secret import Secret
-from service.config import Config, MailConfig, OAuthLogin
+from service.config import Config, MailConfig
 from service.context import AppContext
+from service.mail_login import mail_tokens
 from service.operations import HANDLERS
-
-
-def mail_tokens(mail: MailConfig) -> TokenSource | None:
-    """The access-token source of an OAuth login (shared by IMAP and SMTP), or None."""
-    if mail.oauth is None:
-        return None
-    return tokens_for(refresh_grant(mail.oauth), mail.username, mail.timeout_s)
-
-
-def refresh_grant(login: OAuthLogin) -> RefreshGrant:
-    """The provider's refresh grant for a configured OAuth login."""
-    if login.issuer == "google":
-        assert login.client_secret is not None  # the loader requires it for google
-        return google_grant(login.client_id, login.client_secret, login.refresh_token)
-    assert login.tenant is not None  # the loader requires it for microsoft
-    return microsoft_grant(login.tenant, login.client_id, login.client_secret, login.refresh_token)
 
 
 def imap_settings(mail: MailConfig) -> ImapSettings:

@@ -32,8 +32,10 @@ from providers.smtp import SmtpPool, SmtpSettings, validate_submission
 from schemas import errors
 from schemas.ledger import SelfCheckReport
 from schemas.ledger_events import SentFilingFailed, SentFilingSucceeded
+from schemas.secret import Secret
 from schemas.submission import Envelope
 from service.config import Config, MailConfig, StoreConfig
+from service.mail_login import mail_tokens
 
 log = structlog.get_logger("angelos.sending")
 # Called with every dispatcher start_sending arms, before it takes its first confirm. Production
@@ -115,13 +117,13 @@ def dispatch_settings(store: StoreConfig, report: SelfCheckReport) -> DispatchSe
 
 def smtp_settings(mail: MailConfig, store: StoreConfig) -> SmtpSettings:
     """Build the submission settings from the mailbox configuration."""
-    assert mail.password is not None
     return SmtpSettings(
         host=mail.smtp_host,
         port=mail.smtp_port,
         tls_mode=mail.smtp_tls_mode,
         username=mail.username,
-        password=mail.password,
+        password=mail.password or Secret(""),  # unused with an OAuth login
+        tokens=mail_tokens(mail),
         ca_file=mail.tls_ca_file,
         allow_private_hosts=mail.allow_private_hosts,
         timeout_s=mail.timeout_s,
@@ -227,7 +229,7 @@ async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
     sending.monitor = monitor
     await monitor.check(store.client)  # with the witness: a rollback is caught before any claim
     mail = config.mail
-    if mail is None or mail.password is None or mailbox is None:
+    if mail is None or mailbox is None:
         sending.problem = "the mailbox is not configured"
         return sending
     lease = Lease(
