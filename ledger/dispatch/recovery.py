@@ -3,8 +3,8 @@
 Recovery decides from the last durable lifecycle event only, and writes through the same
 compare-and-append script as the dispatcher, which re-checks that the claim's dispatcher lease
 is gone and the grace has passed. So a paused dispatcher that wakes up finds its next append
-refused and, by the dispatch fencing rules, never connects or writes the terminator. Recovery
-itself never contacts SMTP, IMAP or Graph and never resends anything.
+refused and, by the dispatch fencing rules, never connects or writes the terminator. Its
+classifications contact no SMTP, IMAP or Graph server, and nothing is ever resent.
 
 After a rollback (a recorded halt) the last durable event may be older than the truth, so the
 usual conclusions ("no attempt marker: not sent", "expired: never claimed") are not drawn; the
