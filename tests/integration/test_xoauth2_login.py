@@ -31,14 +31,14 @@ from providers.smtp import SmtpSettings, SmtpSubmitter
 from schemas.errors import ServiceUnavailable
 from schemas.secret import Secret
 from schemas.submission import Envelope, FinalReply, MaybeSent, NotSent
-from support.mailbox_names import quote_mailbox
+from support.rig_mailbox import SENT_MAIL, copies_in
+from support.rig_mailbox import rig_imap as rig_session
 from support.services import Services, XOAuth2Rig
 from support.smtp_sink import Transaction, transactions, wait_for_transactions
 from support.xoauth2_tokens import NOT_A_JWT, GivenTokens, RigMinter, cached, fresh
 
 pytestmark = pytest.mark.services
 
-SENT_MAIL = "[Gmail]/Sent Mail"
 
 # Each way a token is refused, and what the Dovecot log says about it.
 REFUSALS: dict[str, tuple[Callable[[RigMinter], str], str]] = {
@@ -119,25 +119,8 @@ def xoauth2_logins(rig: XOAuth2Rig) -> int:
 @pytest.fixture
 async def rig_imap(services: Services, rig: XOAuth2Rig) -> AsyncIterator[aioimaplib.IMAP4_SSL]:
     """An independent IMAP client on the Gmail-shaped mailbox, logged in with the rig password."""
-    imap = aioimaplib.IMAP4_SSL(
-        host="localhost", port=rig.imap_port, timeout=10, ssl_context=services.ssl_context()
-    )
-    await imap.wait_hello_from_server()
-    assert "OK" == (await imap.login(rig.user, rig.password)).result
-    yield imap
-    await imap.logout()
-
-
-async def copies_in(imap: aioimaplib.IMAP4_SSL, folder: str, message_id: str) -> list[bytes]:
-    """The exact bytes of every message in `folder` with this Message-ID."""
-    assert "OK" == (await imap.select(quote_mailbox(folder))).result
-    found = await imap.uid_search(f'HEADER Message-ID "{message_id}"', charset=None)
-    uids = found.lines[0].split()
-    copies = []
-    for uid in uids:
-        fetched = await imap.uid("fetch", uid.decode(), "(BODY.PEEK[])")
-        copies.append(bytes(fetched.lines[1]))
-    return copies
+    async with rig_session(services, rig) as imap:
+        yield imap
 
 
 def message(sender: str, rcpt: str) -> tuple[bytes, str]:
