@@ -8,7 +8,10 @@ import pytest
 from msgspec import UNSET, Struct
 
 from ledger.audit.checks import AuditRules, audit_stream
+from ledger.audit.html import render_html
+from ledger.audit.report import Checked, build_report, render_text
 from ledger.audit.show import conclusion, meaning, render, timeline
+from ledger.audit.summary import LedgerAudit
 from ledger.chain import verified_events
 from ledger.dispatch.evidence import (
     SEARCH_SCHEDULE_MS,
@@ -161,3 +164,39 @@ class TestTheAuditReadsIt:
             copies=1,
         )  # fmt: skip
         assert "other bytes (the provider rewrote them)" in meaning(rewritten)
+
+
+class TestTheReports:
+    RULES = AuditRules(as_of_ms=T0 + 10_000)
+
+    def report(self) -> tuple[str, str, dict[str, object]]:
+        summary = LedgerAudit(keep_steps=True)
+        for pid, items in (("1" * 32, unknown_send(EVIDENCE)), ("2" * 32, unknown_send())):
+            entries = chain(items, pid=pid)
+            summary.add(audit_stream(pid, entries, self.RULES), entries)
+        checked = Checked(
+            source="redis", as_of="", as_of_ms=self.RULES.as_of_ms, macs="unsealed",
+            completeness="index",
+        )  # fmt: skip
+        report = build_report(summary, checked)
+        return render_text(report), render_html(report), msgspec.to_builtins(report)
+
+    def test_the_text_report_lists_the_send_as_accepted_by_evidence(self) -> None:
+        text, _, _ = self.report()
+        line = f"EVIDENCE {'1' * 32}: accepted - outcome lost, the provider's own Sent copy"
+        assert f"{line} found (identical bytes)" in text
+        assert f"INVESTIGATE {'2' * 32}: unknown" in text
+        assert f"INVESTIGATE {'1' * 32}" not in text
+
+    def test_the_json_report_has_an_evidenced_list(self) -> None:
+        _, _, data = self.report()
+        assert [("1" * 32, "accepted", "identical")] == [
+            (item["prepared_id"], item["status"], item["evidence"])
+            for item in data["evidenced"]  # type: ignore[attr-defined]
+        ]
+
+    def test_the_html_report_has_a_section_and_a_note_on_the_timeline(self) -> None:
+        _, page, _ = self.report()
+        start = page.index('<section id="evidence"')
+        assert "1" * 32 in page[start : page.index("</section>", start)]
+        assert "Sent copy found" in page  # the step's label on the timeline
