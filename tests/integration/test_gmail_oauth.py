@@ -10,6 +10,9 @@ configured exactly as an owner would configure them.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +22,7 @@ import pytest_asyncio
 
 from providers.netsafety import reroute_for_tests
 from providers.oauth2.profiles import OUTLOOK_IMAP_SCOPE, OUTLOOK_SMTP_SCOPE
+from support.angelos_process import ROOT
 from support.inprocess import ALL_SCOPES, mcp_client
 from support.rig_mailbox import SENT_MAIL, copies_in, rig_imap
 from support.services import Services, XOAuth2Rig
@@ -255,3 +259,62 @@ async def test_outlook_logs_in_and_sends_over_starttls(
     assert request.path == "/consumers/oauth2/v2.0/token"
     assert request.form["scope"] == [f"{OUTLOOK_IMAP_SCOPE} {OUTLOOK_SMTP_SCOPE} offline_access"]
     assert [t.outcome for t in transactions(rig.smtp_spool, rcpt=to)] == ["accepted"]
+
+
+async def ledger_evidence(
+    services: Services, rig: XOAuth2Rig, endpoint: TokenEndpoint, env: dict[str, str], pid: str
+) -> tuple[int, str]:
+    """`angelos ledger evidence PID` as the operator runs it, the pinned hosts rerouted by the
+    test tree's launcher (a subprocess: its token requests reach this test's endpoint)."""
+    plan = services.dir / f"routes-{uuid.uuid4().hex[:8]}.json"
+    routes = [
+        ["imap.gmail.com", 993, "127.0.0.1", rig.imap_port],
+        ["oauth2.googleapis.com", 443, "127.0.0.1", endpoint.port],
+    ]
+    plan.write_text(json.dumps({"ca_file": str(services.ca_file), "routes": routes}))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "tests" / "support" / "pinned_launch.py"),
+        str(plan),
+        "--",
+        "ledger",
+        "evidence",
+        pid,
+        "--by",
+        "rig-test",
+        env={"PATH": "/usr/bin:/bin", "HOME": str(services.dir), **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode() + err.decode()
+
+
+@pytest.mark.parametrize(("recipient", "found"), [("drop", True), ("vanish", False)])
+async def test_an_unknown_gmail_send_is_settled_only_by_its_own_sent_copy(
+    services: Services, rig: XOAuth2Rig, endpoint: TokenEndpoint, recipient: str, found: bool
+) -> None:
+    """drop: Gmail filed the copy, then the reply was lost → evidence makes it accepted, the
+    bytes identical. vanish: no copy → it stays unknown. Either way: one transaction, no resend."""
+    to = f"{recipient}@{uuid.uuid4().hex[:10]}.example.test"
+    env = deployment(services, rig, "gmail")
+    async with mcp_client(env) as (client, _):
+        prepared = await prepare(client, to)
+        _, body = await confirm(client, prepared, append_sent=False)
+        assert (await status(client, prepared))["status"] == "unknown", body
+    code, output = await ledger_evidence(services, rig, endpoint, env, prepared["prepared_id"])
+    async with mcp_client(env) as (client, _):
+        answer = await status(client, prepared)
+    if found:
+        assert code == 0, output
+        assert (answer["status"], answer["evidence"], answer["evidence_identical"]) == (
+            "accepted",
+            "sent_copy",
+            True,
+        )
+    else:
+        assert code == 1 and "Absence proves nothing" in output, output
+        assert answer["status"] == "unknown" and "evidence" not in answer
+    assert len(transactions(rig.smtp_spool, rcpt=to)) == 1
