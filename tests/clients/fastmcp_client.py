@@ -9,8 +9,9 @@ The only change to the helper: `webbrowser.open` prints the authorization URL as
 instead of opening a browser; whoever completes consent sends the browser (or a plain GET) on
 to the callback. The helper opens the browser before its callback server listens (a person
 takes longer than uvicorn's start; a scripted consent on a busy machine does not), so the step
-is printed only once the callback port accepts connections. Prints one JSON line per step on stdout (as ts_client.mjs does) and exits 0
-only when every step passed. The test CA comes from SSL_CERT_FILE.
+is printed only once the callback port accepts connections. Prints one JSON line per step on
+stdout (as ts_client.mjs does) and exits 0 only when every step passed. The test CA comes
+from SSL_CERT_FILE.
 """
 
 from __future__ import annotations
