@@ -3,9 +3,9 @@
 import signal
 from types import FrameType
 
-from support.services import services
+from support.services import rig, services
 
-__all__ = ["services"]
+__all__ = ["rig", "services"]
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -16,10 +16,10 @@ from msgspec import Struct
 
 from providers.oauth2.profiles import (
     GOOGLE_MAIL_SCOPE,
-    GOOGLE_TOKEN_HOST,
+    GOOGLE_TOKEN_URL,
     MICROSOFT_TOKEN_HOST,
-    OUTLOOK_IMAP_SCOPE,
-    OUTLOOK_SMTP_SCOPE,
+    OUTLOOK_GRANT_SCOPE,
+    microsoft_token_path,
     valid_tenant,
 )
 from providers.oauth2.refresh import REFRESH_TOKEN_SYNTAX, post_form
@@ -75,7 +75,7 @@ def google_consent(
     return ConsentClient(
         provider="Google",
         authorize_url=GOOGLE_AUTHORIZE,
-        token_url=f"https://{GOOGLE_TOKEN_HOST}/token",
+        token_url=GOOGLE_TOKEN_URL,
         client_id=client_id,
         client_secret=client_secret,
         scope=GOOGLE_MAIL_SCOPE,
@@ -101,10 +101,10 @@ def microsoft_consent(
     return ConsentClient(
         provider="Microsoft",
         authorize_url=MICROSOFT_AUTHORIZE.format(tenant=tenant),
-        token_url=f"https://{MICROSOFT_TOKEN_HOST}/{tenant}/oauth2/v2.0/token",
+        token_url=f"https://{MICROSOFT_TOKEN_HOST}{microsoft_token_path(tenant)}",
         client_id=client_id,
         client_secret=client_secret,
-        scope=f"{OUTLOOK_IMAP_SCOPE} {OUTLOOK_SMTP_SCOPE} offline_access",
+        scope=OUTLOOK_GRANT_SCOPE,
         port=port,
         # Entra matches http://localhost with any port for desktop apps.
         redirect_uri=f"http://localhost:{port}/callback",

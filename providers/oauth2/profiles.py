@@ -24,6 +24,10 @@ PINNED_TOKEN_HOSTS: Final = frozenset({GOOGLE_TOKEN_HOST, MICROSOFT_TOKEN_HOST})
 GOOGLE_MAIL_SCOPE: Final = "https://mail.google.com/"
 OUTLOOK_IMAP_SCOPE: Final = "https://outlook.office.com/IMAP.AccessAsUser.All"
 OUTLOOK_SMTP_SCOPE: Final = "https://outlook.office.com/SMTP.Send"
+# What an Outlook grant asks for, at consent and at each refresh.
+OUTLOOK_GRANT_SCOPE: Final = f"{OUTLOOK_IMAP_SCOPE} {OUTLOOK_SMTP_SCOPE} offline_access"
+GOOGLE_TOKEN_PATH: Final = "/token"
+GOOGLE_TOKEN_URL: Final = f"https://{GOOGLE_TOKEN_HOST}{GOOGLE_TOKEN_PATH}"
 
 GOOGLE_RECOVERY: Final = "run `angelos google-auth` and set GOOGLE_REFRESH_TOKEN to the new token"
 MICROSOFT_RECOVERY: Final = (
@@ -78,7 +82,7 @@ def google_grant(client_id: str, client_secret: Secret, refresh_token: Secret) -
     return RefreshGrant(
         provider="Google",
         token_host=GOOGLE_TOKEN_HOST,
-        token_path="/token",
+        token_path=GOOGLE_TOKEN_PATH,
         client_id=client_id,
         client_secret=client_secret,
         refresh_token=refresh_token,
@@ -87,6 +91,11 @@ def google_grant(client_id: str, client_secret: Secret, refresh_token: Secret) -
         rotates_refresh_token=False,
         recovery=GOOGLE_RECOVERY,
     )
+
+
+def microsoft_token_path(tenant: str) -> str:
+    """The path of a tenant's v2.0 token endpoint on the pinned Microsoft host."""
+    return f"/{tenant}/oauth2/v2.0/token"
 
 
 def microsoft_grant(
@@ -98,11 +107,11 @@ def microsoft_grant(
     return RefreshGrant(
         provider="Microsoft",
         token_host=MICROSOFT_TOKEN_HOST,
-        token_path=f"/{tenant}/oauth2/v2.0/token",
+        token_path=microsoft_token_path(tenant),
         client_id=client_id,
         client_secret=client_secret,
         refresh_token=refresh_token,
-        form_scope=f"{OUTLOOK_IMAP_SCOPE} {OUTLOOK_SMTP_SCOPE} offline_access",
+        form_scope=OUTLOOK_GRANT_SCOPE,
         required_scopes=(OUTLOOK_IMAP_SCOPE, OUTLOOK_SMTP_SCOPE),
         rotates_refresh_token=True,
         recovery=MICROSOFT_RECOVERY,

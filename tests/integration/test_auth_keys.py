@@ -17,22 +17,13 @@ import pytest_asyncio
 from service.auth.resource.jwt import TokenRules
 from service.auth.resource.key_cache import HttpsKeySource, KeyCache
 from service.auth.resource.verifier import AuthFailure, TokenVerifier
+from support.clock import Clock
 from support.jwks_server import JwksServer, jwks_server
 from support.services import Services
 from support.silent import silent_listener
 from support.tokens import Minter, ec_key, jwks_document, rsa_key
 
 pytestmark = pytest.mark.services
-
-
-class Clock:
-    """A monotonic clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest_asyncio.fixture

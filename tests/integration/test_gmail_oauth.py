@@ -25,7 +25,7 @@ from providers.oauth2.profiles import OUTLOOK_IMAP_SCOPE, OUTLOOK_SMTP_SCOPE
 from support.angelos_process import ROOT
 from support.inprocess import ALL_SCOPES, mcp_client
 from support.rig_mailbox import SENT_MAIL, copies_in, rig_imap
-from support.services import Services, XOAuth2Rig
+from support.services import MAILBOX_VARS, Services, XOAuth2Rig
 from support.smtp_sink import transactions
 from support.token_endpoint import Behaviour, TokenEndpoint, TokenRequest, token_endpoint
 from support.xoauth2_tokens import RigMinter
@@ -35,26 +35,6 @@ pytestmark = pytest.mark.services
 GOOGLE_CLIENT_ID = "1234-rig.apps.googleusercontent.com"
 MS_CLIENT_ID = "0b5c8f8e-4c4a-4a63-9d0f-2f1de6d5b7a1"
 PLAN_ID = "<offsite-plan.202602031015@example.org>"
-MAILBOX_VARS = (
-    "MAIL_PROVIDER",
-    "MAIL_USERNAME",
-    "MAIL_PASSWORD",
-    "MAIL_FROM",
-    "IMAP_HOST",
-    "IMAP_PORT",
-    "SMTP_HOST",
-    "SMTP_PORT",
-    "SMTP_TLS_MODE",
-    "MAIL_TLS_CA_FILE",
-    "MAIL_ALLOW_PRIVATE_HOSTS",
-)
-
-
-@pytest.fixture
-def rig(services: Services) -> XOAuth2Rig:
-    if services.xoauth2 is None:
-        pytest.skip("scripts/test-services started without the XOAUTH2 rig")
-    return services.xoauth2
 
 
 @pytest_asyncio.fixture

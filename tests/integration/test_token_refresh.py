@@ -30,6 +30,7 @@ from providers.oauth2.refresh import GrantRefused
 from providers.oauth2.source import AccessToken, TokenSource
 from schemas.errors import ServiceUnavailable
 from schemas.secret import Secret
+from support.clock import Clock
 from support.services import Services
 from support.token_endpoint import Behaviour, TokenEndpoint, token_endpoint
 
@@ -41,16 +42,6 @@ REFRESH_TOKEN = "1//refresh-token-value"
 MICROSOFT_SCOPE = f"{OUTLOOK_IMAP_SCOPE} {OUTLOOK_SMTP_SCOPE}"
 TIMEOUT_S = 5.0
 HANG_GUARD_S = 30.0  # only stops a hung test; no assertion is about time
-
-
-class Clock:
-    """A monotonic clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest_asyncio.fixture

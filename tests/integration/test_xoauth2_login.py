@@ -51,13 +51,6 @@ REFUSALS: dict[str, tuple[Callable[[RigMinter], str], str]] = {
 
 
 @pytest.fixture
-def rig(services: Services) -> XOAuth2Rig:
-    if services.xoauth2 is None:
-        pytest.skip("this scripts/test-services run has no XOAUTH2 rig")
-    return services.xoauth2
-
-
-@pytest.fixture
 def minter(rig: XOAuth2Rig) -> RigMinter:
     return RigMinter(rig)
 

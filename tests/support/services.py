@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 # Every variable scripts/test-services exports (the product ones, then the test-only ones).
-PRODUCT_VARS = (
-    "ANGELOS_REDIS_URL",
+# The mailbox's own (a test configuring another provider leaves these out).
+MAILBOX_VARS = (
     "MAIL_PROVIDER",
     "MAIL_USERNAME",
     "MAIL_PASSWORD",
@@ -24,6 +24,10 @@ PRODUCT_VARS = (
     "SMTP_TLS_MODE",
     "MAIL_TLS_CA_FILE",
     "MAIL_ALLOW_PRIVATE_HOSTS",
+)
+PRODUCT_VARS = (
+    "ANGELOS_REDIS_URL",
+    *MAILBOX_VARS,
     "ANGELOS_DATA_DIR",  # the witness and journal of every server a test starts stay in the run
 )
 TEST_VARS = (
@@ -191,3 +195,11 @@ def services() -> Services:
     if found is None:
         pytest.skip(SKIP_REASON)
     return found
+
+
+@pytest.fixture
+def rig(services: Services) -> XOAuth2Rig:
+    """The XOAUTH2 rig of this run; skips when scripts/test-services started without it."""
+    if services.xoauth2 is None:
+        pytest.skip("this scripts/test-services run has no XOAUTH2 rig")
+    return services.xoauth2
