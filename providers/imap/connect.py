@@ -28,10 +28,13 @@ from schemas.errors import MailError, ServiceUnavailable
 T = TypeVar("T")
 Login = Callable[[ImapSession], Awaitable[None]]
 
-TOKEN_REFUSED = (
-    "the IMAP server refused the OAuth access token: renew the refresh token, "
-    "or check that IMAP access is enabled for the account"
-)
+
+def token_refused(tokens: TokenSource) -> str:
+    """The refusal's message, naming the fix (a new grant, or the account's IMAP access)."""
+    return (
+        f"the IMAP server refused the OAuth access token: {tokens.recovery}, "
+        "or check that IMAP access is enabled for the account"
+    )
 
 
 async def _dial(answers: list[tuple[int, SockAddr]]) -> socket.socket:
@@ -94,13 +97,13 @@ async def _open_with_tokens(
     except LoginRefused:
         stale = first.refused()
     if not stale:  # a token fetched for this login was refused: refreshing again would not help
-        raise ServiceUnavailable(TOKEN_REFUSED)
+        raise ServiceUnavailable(token_refused(tokens))
     second = _TokenLogin(settings.username, tokens)
     try:
         return await _within(settings.timeout_s, _open(settings, answers, context, second))
     except LoginRefused:
         second.refused()
-        raise ServiceUnavailable(TOKEN_REFUSED) from None
+        raise ServiceUnavailable(token_refused(tokens)) from None
 
 
 async def _open(

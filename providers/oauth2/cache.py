@@ -52,6 +52,11 @@ class RefreshingTokens:
     def __repr__(self) -> str:
         return f"RefreshingTokens({self._grant.provider}, generation={self._generation})"
 
+    @property
+    def recovery(self) -> str:
+        """The grant's recovery text: how the owner gets a new refresh token."""
+        return self._grant.recovery
+
     async def token(self) -> AccessToken:
         """A usable access token; raises ServiceUnavailable when none can be had."""
         cached = self._cached

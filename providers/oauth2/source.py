@@ -25,6 +25,11 @@ class AccessToken(Struct, frozen=True):
 class TokenSource(Protocol):
     """A source of access tokens for one mailbox login."""
 
+    @property
+    def recovery(self) -> str:
+        """What the owner does when the tokens are refused (e.g. run `angelos google-auth`)."""
+        ...
+
     async def token(self) -> AccessToken:
         """A usable access token; raises ServiceUnavailable when none can be had."""
         ...

@@ -217,6 +217,7 @@ async def test_a_token_refused_before_use_is_dropped_and_the_next_call_refreshes
     async with mcp_client(deployment(services, rig, "gmail")) as (client, _):
         failed, body = await call(client, "mail_query", {"action": "folders"})
         assert failed and body["error_code"] == "service_unavailable", body
+        assert "angelos google-auth" in body["error"]  # the fix is named
         assert (await ok(client, "mail_query", {"action": "folders"}))["folders"]
     assert len(refreshes(endpoint)) == 2
 

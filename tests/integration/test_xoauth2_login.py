@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 from providers.imap import codec
-from providers.imap.connect import TOKEN_REFUSED, connect
+from providers.imap.connect import connect, token_refused
 from providers.imap.discovery import list_folders, special_folders
 from providers.imap.pool import ImapPool
 from providers.imap.settings import ImapSettings
@@ -188,7 +188,7 @@ class TestImapLogin:
             await connect(imap_settings(services, rig, tokens))
         # The recovery text, not "did not answer in time": the server's error challenge was
         # answered instead of waited on until the timeout.
-        assert TOKEN_REFUSED == caught.value.message
+        assert token_refused(GivenTokens()) == caught.value.message
         assert (1, [7]) == (tokens.requests, tokens.invalidated)  # a fresh token: no retry
         assert logged + 1 <= await wait_for_log_count(rig.dovecot_log, reason, logged + 1)
 
@@ -236,7 +236,7 @@ class TestImapLogin:
         )
         with pytest.raises(ServiceUnavailable) as caught:
             await connect(imap_settings(services, rig, tokens))
-        assert TOKEN_REFUSED == caught.value.message
+        assert token_refused(GivenTokens()) == caught.value.message
         assert (2, [1, 2]) == (tokens.requests, tokens.invalidated)
 
     async def test_a_server_without_xoauth2_gets_no_token(

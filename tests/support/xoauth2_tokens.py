@@ -93,6 +93,8 @@ def cached(value: str, generation: int) -> AccessToken:
 class GivenTokens:
     """A TokenSource handing out the given tokens in order, recording requests and invalidations."""
 
+    recovery = "renew the test's tokens"
+
     def __init__(self, *tokens: AccessToken) -> None:
         self._tokens = list(tokens)
         self.requests = 0
