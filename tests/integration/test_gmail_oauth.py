@@ -299,3 +299,47 @@ async def test_an_unknown_gmail_send_is_settled_only_by_its_own_sent_copy(
         assert code == 1 and "Absence proves nothing" in output, output
         assert answer["status"] == "unknown" and "evidence" not in answer
     assert len(transactions(rig.smtp_spool, rcpt=to)) == 1
+
+
+async def test_gmail_writes_labels_flags_moves_trash_and_drafts(
+    services: Services, rig: XOAuth2Rig, endpoint: TokenEndpoint
+) -> None:
+    """The writing operations on Gmail's shape: a label is a folder, trash and drafts land in
+    the [Gmail]/ folders named by their attributes (the fixture's own folders stay as they are)."""
+    label, other = f"Label-{uuid.uuid4().hex[:8]}", f"Label-{uuid.uuid4().hex[:8]}"
+    async with mcp_client(deployment(services, rig, "gmail")) as (client, _):
+        for name in (label, other):
+            assert (await ok(client, "mail_create", {"action": "folder", "name": name}))["created"]
+        page = await ok(
+            client,
+            "mail_query",
+            {"action": "search", "search": {"folder": "Work", "message_id": PLAN_ID}},
+        )
+        [message] = page["messages"]
+        work = {"folder": "Work", "uid_validity": page["uid_validity"], "uid": message["uid"]}
+        copied = await ok(
+            client, "mail_create", {"action": "copy", "destination": label, "reference": work}
+        )
+        labelled = copied["destination"]
+        assert labelled["folder"] == label
+        await ok(
+            client,
+            "mail_modify",
+            {"action": "flags", "operation": "add", "flags": ["\\Flagged"], "reference": labelled},
+        )
+        moved = await ok(
+            client, "mail_modify", {"action": "move", "destination": other, "reference": labelled}
+        )
+        trashed = await ok(
+            client, "mail_modify", {"action": "trash", "reference": moved["destination"]}
+        )
+        assert trashed["destination"]["folder"] == "[Gmail]/Trash"
+        draft = {"to": ["bob@example.test"], "subject": "Rig draft", "text": "Not sent."}
+        saved = await ok(client, "mail_create", {"action": "draft", "message": draft})
+        assert saved["destination"]["folder"] == "[Gmail]/Drafts"
+        still = await ok(
+            client,
+            "mail_query",
+            {"action": "search", "search": {"folder": "Work", "message_id": PLAN_ID}},
+        )
+        assert [m["uid"] for m in still["messages"]] == [message["uid"]]
