@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -15,7 +17,7 @@ import redis.asyncio as aioredis
 
 from ledger.ids import new_id
 from ledger.store.connection import connect
-from ledger.store.durability.selfcheck import SelfCheckOptions, self_check
+from ledger.store.durability.selfcheck import TIMED_OUT, SelfCheckOptions, self_check
 from ledger.store.embedded import start_embedded
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from support.services import Services
@@ -161,6 +163,41 @@ class TestSelfCheck:
         usable, reason, _ = await check(throwaway, tmp_path, *DURABLE, waitaof_replicas=1)
         assert not usable
         assert "WAITAOF" in reason
+
+    async def test_a_store_that_answers_late_gets_another_try(
+        self, throwaway: list[ThrowawayRedis], tmp_path: Path
+    ) -> None:
+        """Paused past the first attempt's deadline, then resumed: the next attempt passes."""
+        server = ThrowawayRedis(tmp_path, *DURABLE)
+        throwaway.append(server)
+        client = connect(server.url)
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            check = asyncio.ensure_future(
+                self_check(client, SelfCheckOptions(timeout_s=1, attempts=3))
+            )
+            await asyncio.sleep(1.5)  # the first attempt has run out by now
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        try:
+            report = await check
+        finally:
+            await client.aclose()
+        assert (True, "") == (report.usable, report.reason)
+
+    async def test_a_store_that_never_answers_is_given_up_after_the_attempts(
+        self, throwaway: list[ThrowawayRedis], tmp_path: Path
+    ) -> None:
+        server = ThrowawayRedis(tmp_path, *DURABLE)
+        throwaway.append(server)
+        client = connect(server.url)
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            report = await self_check(client, SelfCheckOptions(timeout_s=0.5, attempts=2))
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+            await client.aclose()
+        assert (False, TIMED_OUT) == (report.usable, report.reason)
 
     async def test_an_unreachable_store_is_a_reason_not_an_exception(self) -> None:
         client = connect(f"redis://127.0.0.1:{free_port()}/0")

@@ -3,6 +3,10 @@
 Its `reason` is shown to agents in `mail_query capabilities`, so every text here is fixed
 wording: no URL, host, credential or server error text. The durability rule itself is
 facts.py's, shared with the readings taken while serving (monitor.py).
+
+A store that does not answer in time gets `attempts` tries before the check gives up: a Redis
+started beside angelos (or still reading its AOF, on a busy host) would otherwise leave sending
+off until the next restart. A refusal or an unreachable store is not retried: it answers fast.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from schemas.ledger import SelfCheckReport
 
 MIN_VERSION: Final = (6, 2)
 _DEFAULT_TIMEOUT_S: Final = 5.0
+_DEFAULT_ATTEMPTS: Final = 3
+TIMED_OUT: Final = "the ledger store did not answer the self-check in time"
 
 
 class SelfCheckOptions(Struct, frozen=True, kw_only=True):
@@ -31,7 +37,8 @@ class SelfCheckOptions(Struct, frozen=True, kw_only=True):
     assume_noeviction: bool = False  # SEND_LEDGER_ASSUME_NOEVICTION=1
     waitaof_replicas: int = 0
     fsync_timeout_ms: int = 2000
-    timeout_s: float = _DEFAULT_TIMEOUT_S
+    timeout_s: float = _DEFAULT_TIMEOUT_S  # for each attempt
+    attempts: int = _DEFAULT_ATTEMPTS  # tries when the store does not answer in time
 
     @property
     def durability(self) -> DurabilityOptions:
@@ -58,6 +65,17 @@ async def self_check(
 ) -> SelfCheckReport:
     """Check version, durability, eviction policy, WAITAOF, scripts and meta; never raise."""
     opts = options or SelfCheckOptions()
+    report = await _check_once(client, opts, store)
+    for _ in range(opts.attempts - 1):
+        if report.reason != TIMED_OUT:
+            break
+        report = await _check_once(client, opts, store)
+    return report
+
+
+async def _check_once(
+    client: aioredis.Redis, opts: SelfCheckOptions, store: LedgerStore | None
+) -> SelfCheckReport:
     version = ""
     store_id = ""
     not_durable = ""
@@ -78,7 +96,7 @@ async def self_check(
     except _Refused as refused:
         return _refused(str(refused), version)
     except TimeoutError:
-        return _refused("the ledger store did not answer the self-check in time", version)
+        return _refused(TIMED_OUT, version)
     except rex.AuthenticationError:  # before ConnectionError, its base class
         return _refused("the ledger store refused the credentials", version)
     except (rex.ConnectionError, OSError):
