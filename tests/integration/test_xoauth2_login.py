@@ -131,6 +131,21 @@ def fresh_domain() -> str:
     return f"x{uuid.uuid4().hex[:12]}.example.test"
 
 
+async def lost_reply(
+    services: Services, rig: XOAuth2Rig, minter: RigMinter, local_part: str
+) -> tuple[bytes, str, Transaction]:
+    """Submit to `local_part@<fresh domain>`, whose reply the sink never sends: the message,
+    its Message-ID and the sink's transaction line."""
+    rcpt = f"{local_part}@{fresh_domain()}"
+    raw, message_id = message(rig.user, rcpt)
+    submitter = SmtpSubmitter(smtp_settings(services, rig, GivenTokens(fresh(minter.valid(), 1))))
+    submission = await submitter.begin(Envelope(rig.user, (rcpt,)), raw)
+    with pytest.raises(MaybeSent):
+        await submission.commit()
+    [line] = await wait_for_transactions(lambda t: t.rcpt_tos == [rcpt], spool=rig.smtp_spool)
+    return raw, message_id, line
+
+
 def spool_lines(rig: XOAuth2Rig, domain: str) -> list[Transaction]:
     return [
         t for t in transactions(rig.smtp_spool) if any(r.endswith("@" + domain) for r in t.rcpt_tos)
@@ -391,15 +406,7 @@ class TestSmtpSubmission:
         minter: RigMinter,
         rig_imap: aioimaplib.IMAP4_SSL,
     ) -> None:
-        rcpt = f"drop@{fresh_domain()}"
-        raw, message_id = message(rig.user, rcpt)
-        submitter = SmtpSubmitter(
-            smtp_settings(services, rig, GivenTokens(fresh(minter.valid(), 1)))
-        )
-        submission = await submitter.begin(Envelope(rig.user, (rcpt,)), raw)
-        with pytest.raises(MaybeSent):
-            await submission.commit()
-        [line] = await wait_for_transactions(lambda t: t.rcpt_tos == [rcpt], spool=rig.smtp_spool)
+        raw, message_id, line = await lost_reply(services, rig, minter, "drop")
         assert ("dropped", True) == (line.outcome, line.stored)
         assert [raw] == await copies_in(rig_imap, SENT_MAIL, message_id)
 
@@ -410,17 +417,9 @@ class TestSmtpSubmission:
         minter: RigMinter,
         rig_imap: aioimaplib.IMAP4_SSL,
     ) -> None:
-        rcpt = f"vanish@{fresh_domain()}"
-        raw, message_id = message(rig.user, rcpt)
-        submitter = SmtpSubmitter(
-            smtp_settings(services, rig, GivenTokens(fresh(minter.valid(), 1)))
-        )
-        submission = await submitter.begin(Envelope(rig.user, (rcpt,)), raw)
-        with pytest.raises(MaybeSent):
-            await submission.commit()
         # The sink records a transaction after it would have filed a copy, so once the line is
         # there, an absent copy is absent for good.
-        [line] = await wait_for_transactions(lambda t: t.rcpt_tos == [rcpt], spool=rig.smtp_spool)
+        _, message_id, line = await lost_reply(services, rig, minter, "vanish")
         assert ("vanished", False) == (line.outcome, line.stored)
         assert [] == await copies_in(rig_imap, SENT_MAIL, message_id)
 
