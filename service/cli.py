@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import structlog
 
+from service.commands.oauth_keys import add_oauth_commands, run_oauth
+from service.commands.provider_grant import add_grant_commands, run_grant
 from service.config import (
     Config,
     check_config_lines,
@@ -17,10 +19,8 @@ from service.config import (
     load_config,
     with_env_file,
 )
-from service.grant_cli import add_grant_commands, run_grant
 from service.ledger_cli import ENV_FILE_HELP, add_ledger_commands, run_ledger
 from service.logging import configure_logging
-from service.oauth_cli import add_oauth_commands, run_oauth
 
 log = structlog.get_logger("angelos")
 # The CPU pool's threads share the interpreter lock with the event loop; the loop takes it
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     sys.setswitchinterval(SERVE_SWITCH_INTERVAL_S)
     if args.command == "demo":
-        from service.demo import run_demo
+        from service.commands.demo import run_demo
 
         return asyncio.run(run_demo(as_json=args.json, sending=config.demo_send))
     if args.transport == "stdio":
