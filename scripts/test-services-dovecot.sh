@@ -104,7 +104,7 @@ service lmtp {
 }
 EOF
   printf '%s\n' 'alice@example.test:{PLAIN}alicepw::::::' 'bob@example.test:{PLAIN}bobpw::::::' \
-    >"$d/dovecot/users"
+    "$GRAPH_USER:{PLAIN}$GRAPH_PASSWORD::::::" >"$d/dovecot/users"
   if [ "$(id -u)" = 0 ]; then chown -R "$mu:$mg" "$d/dovecot/mail"; fi
 }
 

@@ -112,6 +112,9 @@ class Services:
     smtp_pidfile: Path
     env: Mapping[str, str]
     xoauth2: XOAuth2Rig | None = None  # None: started by a scripts/test-services without it
+    # The user whose mailbox backs the Graph double; "" when started without that user.
+    graph_user: str = ""
+    graph_password: str = ""
 
     @property
     def product_env(self) -> dict[str, str]:
@@ -166,6 +169,8 @@ def services_from_env(environ: Mapping[str, str] | None = None) -> Services | No
         smtp_pidfile=Path(e["MAILTEST_SMTP_PIDFILE"]),
         env={k: e[k] for k in PRODUCT_VARS + TEST_VARS},
         xoauth2=xoauth2_rig_from_env(e),
+        graph_user=e.get("MAILTEST_GRAPH_USER", ""),
+        graph_password=e.get("MAILTEST_GRAPH_PASSWORD", ""),
     )
 
 
