@@ -33,11 +33,15 @@ class RawMessage(Struct, frozen=True):
 
 
 class Appended(Struct, frozen=True):
-    """Where an APPEND landed; uid fields are 0 when the server gave no APPENDUID."""
+    """Where an APPEND landed; uid fields are 0 when the server gave no APPENDUID.
+
+    A Microsoft Graph upload has no UID: `reference` is the whole Graph reference instead.
+    """
 
     folder: str
     uid_validity: int = 0
     uid: int = 0
+    reference: Reference | None = None
 
 
 class SentCopy(Struct, frozen=True, kw_only=True):
@@ -48,6 +52,7 @@ class SentCopy(Struct, frozen=True, kw_only=True):
     uid: int
     size: int  # RFC822.SIZE
     sha256: str | None  # of the exact bytes; None when larger than the read limit (5 MiB)
+    graph_id: str = ""  # a Microsoft Graph copy's immutable ID (its uid fields are then 0)
 
 
 class RawReader(Protocol):

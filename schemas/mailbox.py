@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from msgspec import Struct, field
+from msgspec import UNSET, Struct, UnsetType, field
 
 from schemas.args.common import Ref
 
@@ -22,15 +22,19 @@ SPECIAL_USE_ROLES: dict[str, str] = {
 
 
 class Folder(Struct, frozen=True):
-    """One mailbox from LIST; `delimiter` is "" when the server reports none."""
+    """One mailbox from LIST; `delimiter` is "" when the server reports none.
+
+    A Microsoft Graph folder's `name` is its native ID and `display_name` what people see.
+    """
 
     name: str
     delimiter: str
     attributes: list[str] = field(default_factory=list)
+    display_name: str | UnsetType = UNSET
 
 
 class ServerCapabilities(Struct, frozen=True):
-    """The IMAP `server` object of the capabilities action, no Graph fields."""
+    """The `server` object of the capabilities action; the last three are Graph's alone."""
 
     imap: list[str]
     move: bool
@@ -41,3 +45,6 @@ class ServerCapabilities(Struct, frozen=True):
     gmail_labels: bool
     permanent_delete: bool
     smtp_stores_sent: bool
+    provider: str | UnsetType = UNSET
+    supported_flags: list[str] | UnsetType = UNSET
+    warnings: list[str] | UnsetType = UNSET

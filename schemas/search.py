@@ -248,7 +248,11 @@ def _last_replaceable(kept: list[str]) -> int | None:
 
 
 class SummaryPage(Struct, kw_only=True):
-    """What a provider returns for one bounded search window: full summaries and paging state."""
+    """What a provider returns for one bounded search window: full summaries and paging state.
+
+    A Microsoft Graph page names its `provider` and carries `warnings`; it has no UIDVALIDITY
+    and scans no UIDs (both 0, and left out of the tool's result).
+    """
 
     folder: str
     uid_validity: int
@@ -256,6 +260,8 @@ class SummaryPage(Struct, kw_only=True):
     scanned_uids: int
     messages: list[MessageSummary]
     next_cursor: str | None = None
+    provider: str = ""
+    warnings: list[str] = field(default_factory=list)
 
 
 Row = TypeVar("Row", CompactSummary, MessageSummary)

@@ -14,10 +14,19 @@ from typing import Literal, get_args
 from msgspec import Struct
 
 # Where a submission that was not accepted ended: "validation" for checks that run before any
-# network, then the SMTP stages up to the reply to the end-of-data marker.
+# network, then the SMTP stages up to the reply to the end-of-data marker, or Graph's one send
+# request ("graph_submission").
 SubmissionStage = Literal[
-    "validation", "connection", "authentication", "envelope", "data", "acknowledgement"
+    "validation",
+    "connection",
+    "authentication",
+    "envelope",
+    "data",
+    "acknowledgement",
+    "graph_submission",
 ]
+# The stage whose request can submit the message: past its commit point, never repeated.
+FinalStage = Literal["acknowledgement", "graph_submission"]
 NOT_SENT_STAGES = frozenset(get_args(SubmissionStage))
 # smtp_rejected.reason: the part an SMTP submission itself can report.
 SmtpRejectReason = Literal[
@@ -32,15 +41,23 @@ SmtpRejectReason = Literal[
     "body_write_failed",
     "final_reply_negative",
 ]
-NotSentReason = Literal["local_validation", SmtpRejectReason]
+NotSentReason = Literal["local_validation", SmtpRejectReason, "http_4xx"]
 NOT_SENT_REASONS = frozenset(get_args(NotSentReason))
-# Why an SMTP outcome is unknown (the SMTP subset of smtp_outcome_unknown.cause).
-MaybeSentCause = Literal["final_reply_timeout", "connection_lost", "malformed_reply"]
+# Why a submission's outcome is unknown (smtp_outcome_unknown.cause, "internal_error" aside):
+# the SMTP causes, then Graph's (a 5xx, a status Graph never gives for a send, a lost exchange).
+MaybeSentCause = Literal[
+    "final_reply_timeout",
+    "connection_lost",
+    "malformed_reply",
+    "http_5xx",
+    "http_unexpected_status",
+    "transport_error",
+]
 MAYBE_SENT_CAUSES = frozenset(get_args(MaybeSentCause))
 
 
 # How the submission logged in, as `smtp_attempt_started` records it.
-SmtpAuth = Literal["plain", "xoauth2"]
+SmtpAuth = Literal["plain", "xoauth2", "graph_oauth"]
 
 
 class Envelope(Struct, frozen=True):
@@ -55,8 +72,9 @@ class SmtpEndpoint(Struct, frozen=True):
 
     host: str
     port: int
-    tls_mode: Literal["tls", "starttls"]
+    tls_mode: Literal["tls", "starttls", "https"]
     auth: SmtpAuth
+    transport: Literal["smtp", "microsoft_graph"] = "smtp"
 
 
 class FinalReply(Struct, frozen=True):
@@ -115,12 +133,13 @@ class NotSent(SubmissionError):
 
 
 class MaybeSent(SubmissionError):
-    """The end-of-data marker left and no definite reply came back: never resend."""
+    """The final request (end-of-data, Graph send) left with no definite answer: never resend."""
 
+    stage: FinalStage
     cause: MaybeSentCause
 
-    def __init__(self, stage: Literal["acknowledgement"], cause: MaybeSentCause) -> None:
-        if stage != "acknowledgement":
+    def __init__(self, stage: FinalStage, cause: MaybeSentCause) -> None:
+        if stage not in ("acknowledgement", "graph_submission"):
             raise ValueError(f"an unknown outcome cannot happen at stage {stage!r}")
         if cause not in MAYBE_SENT_CAUSES:
             raise ValueError(f"unknown outcome cause {cause!r}")

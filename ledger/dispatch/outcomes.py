@@ -35,11 +35,12 @@ TERMINATOR_WITHHELD = SmtpRejected(
 
 
 async def finish(submission: Submission) -> TerminalOutcome:
-    """Write the terminator and classify the final reply into the terminal event."""
+    """Make the final request (SMTP's terminator, Graph's send) and classify what came back."""
+    stage = submission.stage
     try:
         reply = await submission.commit()
     except NotSent as exc:
-        if exc.stage == "acknowledgement":
+        if exc.stage == stage:
             return rejected(exc)
         # The connection was gone before the terminator left: provably not submitted.
         return SmtpRejected(
@@ -47,12 +48,10 @@ async def finish(submission: Submission) -> TerminalOutcome:
             reason="aborted_before_terminator",
         )  # fmt: skip
     except MaybeSent as exc:
-        return SmtpOutcomeUnknown(stage="acknowledgement", cause=exc.cause)
+        return SmtpOutcomeUnknown(stage=stage, cause=exc.cause)
     except (Exception, asyncio.CancelledError):
-        return SmtpOutcomeUnknown(stage="acknowledgement", cause="internal_error")
-    return SmtpAccepted(
-        stage="acknowledgement", reply_code=reply.code, enhanced_status=reply.enhanced_status
-    )
+        return SmtpOutcomeUnknown(stage=stage, cause="internal_error")
+    return SmtpAccepted(stage=stage, reply_code=reply.code, enhanced_status=reply.enhanced_status)
 
 
 def rejected(exc: NotSent) -> SmtpRejected:

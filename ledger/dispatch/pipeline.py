@@ -321,9 +321,11 @@ class Dispatcher:
             return None, "payload_hash_mismatch"
         if payload.pid != run.pid or payload.message_id != prepared.message_id:
             return None, "id_mismatch"
-        if payload.transport != "smtp":
+        if payload.transport != self.submitter.endpoint.transport:
             return None, "transport_mismatch"
-        recomputed = approval_digest(payload.from_, payload.recipients, payload.raw)
+        recomputed = approval_digest(
+            payload.from_, payload.recipients, payload.raw, transport=payload.transport
+        )
         if recomputed != prepared.digest or payload.digest != run.digest:
             return None, "digest_mismatch"
         if run.claim_srv_ms >= prepared.expires_ms:
@@ -358,7 +360,7 @@ class Dispatcher:
             return await self._abort(run, "not_attempted", "attempt_record_failed")
         endpoint = self.submitter.endpoint
         marker = SmtpAttemptStarted(
-            transport="smtp",
+            transport=endpoint.transport,
             endpoint=f"{endpoint.host}:{endpoint.port}",
             tls_mode=endpoint.tls_mode,
             auth=endpoint.auth,

@@ -13,11 +13,17 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from schemas.ledger_events import SentFilingFailed, SentFilingSucceeded
-from schemas.submission import Envelope, FinalReply, SmtpEndpoint
+from schemas.submission import Envelope, FinalReply, FinalStage, SmtpEndpoint
 
 
 class Submission(Protocol):
-    """One open SMTP transaction whose body is on the wire without its terminator."""
+    """One submission ready for its final request: an SMTP body on the wire without its
+    terminator, or a checked Graph login with the send request not yet made."""
+
+    @property
+    def stage(self) -> FinalStage:
+        """The stage of the final request: "acknowledgement" (SMTP) or "graph_submission"."""
+        ...
 
     @property
     def wire_bytes(self) -> int:

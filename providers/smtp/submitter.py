@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import Literal
 
 from aiosmtplib import (
     SMTPException,
@@ -104,6 +105,11 @@ class SmtpSubmission:
         self._keep = keep
         self._state = "open"  # open -> committed | aborted
         self.wire_bytes = wire_bytes  # dot-stuffed body bytes written, marker excluded
+
+    @property
+    def stage(self) -> Literal["acknowledgement"]:
+        """The reply to the end-of-data marker is where an SMTP submission is decided."""
+        return "acknowledgement"
 
     async def commit(self) -> FinalReply:
         """Write the end-of-data marker once and classify the final reply; never retries."""

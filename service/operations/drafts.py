@@ -205,6 +205,8 @@ async def append(
         sent = exc.outcome if isinstance(exc.outcome, MutationResult) else None
         exc.outcome = MutationResult(source=source, status=sent.status if sent else "not_applied")
         raise
+    if where.reference is not None:
+        return MutationResult(source=source, destination=where.reference, status="appended")
     if not where.uid:
         return MutationResult(source=source, status="appended", warnings=[DRAFT_UID_UNKNOWN])
     destination = Reference(folder=where.folder, uid_validity=where.uid_validity, uid=where.uid)
