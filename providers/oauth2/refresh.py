@@ -93,7 +93,9 @@ def check_token_answer(body: bytes, grant: RefreshGrant) -> TokenAnswer:
         raise AnswerRefused("grant-refused" if refused else "error")
     access_token = _access_token(members.get("access_token"))
     lifetime_s = _lifetime(members.get("token_type"), members.get("expires_in"))
-    if "scope" in members:
+    if grant.scope_rule == "graph":
+        _check_graph_scope(members.get("scope"), grant.required_scopes)
+    elif "scope" in members:
         _check_scope(members["scope"], grant.required_scopes)
     return TokenAnswer(access_token, lifetime_s, _rotated(members, grant))
 
@@ -123,6 +125,20 @@ def _check_scope(scope: Any, required: tuple[str, ...]) -> None:
     # A space-separated list (RFC 6749 section 3.3); split() on one character is linear.
     if not isinstance(scope, str) or not set(required) <= set(scope.split(" ")):
         raise AnswerRefused("scope")
+
+
+def _check_graph_scope(scope: Any, required: tuple[str, ...]) -> None:
+    # Graph answers name the granted scopes in URL form or short form (`Mail.Send`), and Microsoft
+    # treats permission names case-insensitively, so both sides are compared lower-cased (ASCII
+    # only: a non-ASCII scope can never match). An answer without `scope` is refused.
+    if not isinstance(scope, str) or not scope.isascii():
+        raise AnswerRefused("scope")
+    granted = set(scope.lower().split(" "))
+    for wanted in required:
+        full = wanted.lower()
+        short = full.rsplit("/", 1)[-1]
+        if full not in granted and short not in granted:
+            raise AnswerRefused("scope")
 
 
 def _rotated(members: dict[str, Any], grant: RefreshGrant) -> Secret | None:
