@@ -271,11 +271,13 @@ class SearchPage(Struct, kw_only=True, omit_defaults=True):
     """A search page in summary detail: folder and uid_validity hoisted."""
 
     folder: str
-    uid_validity: int
+    uid_validity: int | UnsetType = UNSET  # IMAP only
     messages: list[CompactSummary]
-    scanned_uids: int
+    scanned_uids: int | UnsetType = UNSET  # IMAP only
     order: Order
     next_cursor: str | UnsetType = UNSET
+    provider: str | UnsetType = UNSET  # Microsoft Graph only
+    warnings: list[str] | UnsetType = UNSET  # Microsoft Graph only
 
 
 class SearchFullPage(Struct, kw_only=True, omit_defaults=True):
@@ -283,9 +285,11 @@ class SearchFullPage(Struct, kw_only=True, omit_defaults=True):
 
     messages: list[MessageSummary]
     next_cursor: str | UnsetType = UNSET
-    uid_validity: int
-    scanned_uids: int
+    uid_validity: int | UnsetType = UNSET  # IMAP only
+    scanned_uids: int | UnsetType = UNSET  # IMAP only
     order: Order
+    provider: str | UnsetType = UNSET  # Microsoft Graph only
+    warnings: list[str] | UnsetType = UNSET  # Microsoft Graph only
 
 
 class PageCounts(Struct, kw_only=True):
@@ -311,23 +315,27 @@ class TriagePage(Struct, Generic[Row], kw_only=True, omit_defaults=True):
     """A triage page: the search page shape plus page-only counts and what was selected."""
 
     folder: str
-    uid_validity: int
+    uid_validity: int | UnsetType = UNSET  # IMAP only
     messages: list[Row]
-    scanned_uids: int
+    scanned_uids: int | UnsetType = UNSET  # IMAP only
     order: Order
     next_cursor: str | UnsetType = UNSET
     page_counts: PageCounts
     selection: str  # SELECTION_NOTE; no default, so omit_defaults keeps it
+    provider: str | UnsetType = UNSET  # Microsoft Graph only
+    warnings: list[str] | UnsetType = UNSET  # Microsoft Graph only
 
 
 class ConversationPage(Struct, Generic[Row], kw_only=True, omit_defaults=True):
     """A conversation page: the search page shape plus the anchor and what is covered."""
 
     folder: str
-    uid_validity: int
+    uid_validity: int | UnsetType = UNSET  # IMAP only
     messages: list[Row]
-    scanned_uids: int
+    scanned_uids: int | UnsetType = UNSET  # IMAP only
     order: Order
     next_cursor: str | UnsetType = UNSET
     anchor: Reference
     coverage: str  # COVERAGE_NOTE; no default, so omit_defaults keeps it
+    provider: str | UnsetType = UNSET  # Microsoft Graph only
+    warnings: list[str] | UnsetType = UNSET  # Microsoft Graph only

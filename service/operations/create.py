@@ -7,7 +7,7 @@ from schemas.args.create import Copy, CreateFolder
 from schemas.mutations import FolderCreated, MutationResult, outcome_on_error
 from service.context import AppContext
 from service.operations.query import require_mailbox
-from service.operations.read import imap_reference
+from service.operations.read import fit_reference, graph_mailbox
 from service.principal import Principal
 
 
@@ -20,5 +20,5 @@ async def create_folder(app: AppContext, principal: Principal, args: CreateFolde
 
 async def copy(app: AppContext, principal: Principal, args: Copy) -> MutationResult:
     """Copy one message; a destination reference only from an exact single-UID mapping."""
-    reference = imap_reference(args.reference)
+    reference = fit_reference(args.reference, graph_mailbox(app))
     return await require_mailbox(app).copy(reference, args.destination)

@@ -10,11 +10,11 @@ from schemas.args.common import Ref
 from schemas.mutations import MutationResult
 from service.context import AppContext
 from service.operations.query import require_mailbox
-from service.operations.read import imap_reference
+from service.operations.read import fit_reference, graph_mailbox
 from service.principal import Principal
 
 
 async def delete_permanently(app: AppContext, principal: Principal, args: Ref) -> MutationResult:
     """Mark one message \\Deleted, UID EXPUNGE exactly that UID and confirm it is gone."""
-    reference = imap_reference(args)
+    reference = fit_reference(args, graph_mailbox(app))
     return await require_mailbox(app).delete_permanently(reference)

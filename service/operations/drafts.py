@@ -45,7 +45,7 @@ from schemas.mutations import MutationResult
 from service.context import AppContext
 from service.operations.prepare import identity, now, store_preparation
 from service.operations.query import require_mailbox
-from service.operations.read import imap_reference
+from service.operations.read import fit_reference, graph_mailbox
 from service.principal import Principal
 
 MAX_DRAFT_JSON_BYTES = 1_048_576
@@ -142,7 +142,7 @@ async def prepare_draft(
 
 async def load_draft(app: AppContext, reference: Reference) -> SavedDraft:
     """Read a saved draft completely (PEEK) and reconstruct it; all or error."""
-    raw = await require_mailbox(app).read_raw(imap_reference(reference))
+    raw = await require_mailbox(app).read_raw(fit_reference(reference, graph_mailbox(app)))
     size = len(raw.raw)
     if not raw.raw or size != raw.size_bytes or size > RAW_PREFIX:
         raise errors.SafetyLimit("a draft is read only when complete and at most 5 MiB")

@@ -9,13 +9,13 @@ from schemas.args.modify import Move, Rename, SetFlags, Trash
 from schemas.mutations import FlagResult, FolderRenamed, MutationResult, outcome_on_error
 from service.context import AppContext
 from service.operations.query import require_mailbox
-from service.operations.read import imap_reference
+from service.operations.read import fit_reference, graph_mailbox
 from service.principal import Principal
 
 
 async def set_flags(app: AppContext, principal: Principal, args: SetFlags) -> FlagResult:
     """Add or remove the given flags; `unchanged_since` is the caller's modseq precondition."""
-    reference = imap_reference(args.reference)
+    reference = fit_reference(args.reference, graph_mailbox(app))
     since = 0 if args.unchanged_since is UNSET else args.unchanged_since
     return await require_mailbox(app).change_flags(reference, args.operation, args.flags, since)
 
@@ -29,9 +29,10 @@ async def rename(app: AppContext, principal: Principal, args: Rename) -> FolderR
 
 async def move(app: AppContext, principal: Principal, args: Move) -> MutationResult:
     """Move one message with native MOVE; the source reference is invalid afterwards."""
-    return await require_mailbox(app).move(imap_reference(args.reference), args.destination)
+    reference = fit_reference(args.reference, graph_mailbox(app))
+    return await require_mailbox(app).move(reference, args.destination)
 
 
 async def trash(app: AppContext, principal: Principal, args: Trash) -> MutationResult:
     """Move one message to the single advertised Trash folder."""
-    return await require_mailbox(app).trash(imap_reference(args.reference))
+    return await require_mailbox(app).trash(fit_reference(args.reference, graph_mailbox(app)))

@@ -12,6 +12,7 @@ from providers.mime.compose import (
     compose_forward,
     compose_new,
     compose_reply,
+    for_microsoft_graph,
     forward_options,
     identity_from_config,
     precheck_forward,
@@ -34,7 +35,7 @@ from schemas.ledger import PayloadAttachment, PreparedPayload
 from schemas.ledger_events import PrepareAction
 from service.context import AppContext
 from service.operations.query import require_mailbox
-from service.operations.read import imap_reference, parse
+from service.operations.read import fit_reference, graph_mailbox, parse
 from service.principal import Principal
 
 Action = PrepareAction
@@ -110,7 +111,7 @@ async def prepare_forward(
 
 async def read_source(app: AppContext, reference: Ref) -> SourceMessage:
     """Read the exact source message (never setting \\Seen) and describe it for composition."""
-    raw = await require_mailbox(app).read_raw(imap_reference(reference))
+    raw = await require_mailbox(app).read_raw(fit_reference(reference, graph_mailbox(app)))
     parsed = await parse(raw)
     return SourceMessage(
         reference=raw.reference,
@@ -134,12 +135,14 @@ async def store_preparation(
 ) -> PreparePreview:  # fmt: skip
     """Append `prepared` with the private payload; the preview is returned only once stored."""
     store = ledger(app)
+    if graph_mailbox(app):
+        composed = await off_loop(for_microsoft_graph, composed)
     created_ms = int(created.timestamp() * 1000)
     expires_ms = created_ms + store.settings.prepare_ttl_ms
     payload = PreparedPayload(
         pid=composed.prepared_id,
         owner=principal.owner,
-        transport="smtp",
+        transport=composed.transport,
         action=action,
         from_=composed.envelope_from,
         to=tuple(composed.to),

@@ -36,7 +36,8 @@ async def capabilities(
         readiness=report,
         permanent_delete_restriction=(GMAIL_DELETE_RESTRICTION if server.gmail_labels else UNSET),
         send_disabled_reason=send_off[0].reason if send_off else UNSET,
-        ledger_archive=UNSET if app.archive is None or app.archive.status is None
+        ledger_archive=UNSET
+        if app.archive is None or app.archive.status is None
         else app.archive.status,
     )
 

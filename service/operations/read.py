@@ -94,22 +94,31 @@ def summary_read(full: FullMessage) -> SummaryRead:
     )
 
 
-def imap_reference(reference: Reference) -> Reference:
-    """Refuse a Microsoft Graph reference: this build serves IMAP mailboxes only."""
-    if reference.is_graph:
+def graph_mailbox(app: AppContext) -> bool:
+    """Tell whether the configured mailbox is Microsoft Graph (its references are Graph's)."""
+    return app.config.mail is not None and app.config.mail.provider == "microsoft"
+
+
+def fit_reference(reference: Reference, graph: bool) -> Reference:
+    """Refuse a reference of the other kind than the mailbox's, before any mailbox access."""
+    if reference.is_graph and not graph:
         raise errors.InvalidArguments("a Microsoft Graph reference does not fit this IMAP mailbox")
+    if graph and not reference.is_graph:
+        raise errors.InvalidArguments(
+            "this mailbox is Microsoft Graph: pass back a reference it returned, whole"
+        )
     return reference
 
 
-async def read_full(reader: RawReader | Mailbox, reference: Reference) -> FullMessage:
+async def read_full(reader: RawReader | Mailbox, reference: Reference, graph: bool) -> FullMessage:
     """Read and parse one message."""
-    raw = await reader.read_raw(imap_reference(reference))
+    raw = await reader.read_raw(fit_reference(reference, graph))
     return full_message(raw, await parse(raw))
 
 
 async def read(app: AppContext, principal: Principal, args: Read) -> SummaryRead | FullMessage:
     """Read one message in summary (default) or full detail."""
-    full = await read_full(require_mailbox(app), args.reference)
+    full = await read_full(require_mailbox(app), args.reference, graph_mailbox(app))
     return full if args.detail == "full" else summary_read(full)
 
 
@@ -132,16 +141,16 @@ async def read_many(app: AppContext, principal: Principal, args: ReadMany) -> Re
     result.next_index = UNSET
     result.stop_reason = UNSET
     async with require_mailbox(app).reader() as reader:
-        return await read_batch(reader, args, result, budget)
+        return await read_batch(reader, args, result, budget, graph_mailbox(app))
 
 
 async def read_batch(
-    reader: RawReader, args: ReadMany, result: ReadManyResult, budget: int
+    reader: RawReader, args: ReadMany, result: ReadManyResult, budget: int, graph: bool
 ) -> ReadManyResult:
     """Read the references in order on one connection, stopping at the first limit."""
     for index, ref in enumerate(args.references):
         try:
-            full = await read_full(reader, ref)
+            full = await read_full(reader, ref, graph)
         except errors.MailError as exc:
             error = build_error(exc.code, exc.message, read_only=True)
             result.items[index] = ReadManyItem(reference=ref, status="error", error=error)
@@ -186,7 +195,7 @@ def encoded_size(result: ReadManyResult) -> int:
 
 async def attachment(app: AppContext, principal: Principal, args: Attachment) -> AttachmentResult:
     """Return one attachment's exact transfer-decoded bytes as base64 (at most 2 MiB)."""
-    raw = await require_mailbox(app).read_raw(imap_reference(args.reference))
+    raw = await require_mailbox(app).read_raw(fit_reference(args.reference, graph_mailbox(app)))
     meta, data = await off_loop(extract_attachment, raw.raw, args.index, rfc822_size=raw.size_bytes)
     return AttachmentResult(
         reference=args.reference,

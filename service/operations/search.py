@@ -37,19 +37,14 @@ async def search(app: AppContext, principal: Principal, args: SearchMail) -> Str
     cursor = page.next_cursor if page.next_cursor is not None else UNSET
     if args.detail == "full":
         return SearchFullPage(
-            messages=page.messages,
-            next_cursor=cursor,
-            uid_validity=page.uid_validity,
-            scanned_uids=page.scanned_uids,
-            order=page.order,
+            messages=page.messages, next_cursor=cursor, order=page.order, **_window(page)
         )
     return SearchPage(
         folder=page.folder,
-        uid_validity=page.uid_validity,
         messages=_compact(page),
-        scanned_uids=page.scanned_uids,
         order=page.order,
         next_cursor=cursor,
+        **_window(page),
     )
 
 
@@ -75,13 +70,20 @@ async def conversation(app: AppContext, principal: Principal, args: Conversation
     )
 
 
+def _window(page: SummaryPage) -> dict[str, Any]:
+    """What the page says about its window: UIDVALIDITY and UIDs scanned (IMAP), or the
+    provider and its warnings (Microsoft Graph, which has neither)."""
+    if page.provider:
+        return {"provider": page.provider, "warnings": page.warnings}
+    return {"uid_validity": page.uid_validity, "scanned_uids": page.scanned_uids}
+
+
 def _hoisted(page: SummaryPage, *, full: bool) -> dict[str, Any]:
     """The page fields triage and conversation share: folder and UIDVALIDITY hoisted, rows."""
     return {
         "folder": page.folder,
-        "uid_validity": page.uid_validity,
         "messages": page.messages if full else _compact(page),
-        "scanned_uids": page.scanned_uids,
         "order": page.order,
         "next_cursor": page.next_cursor if page.next_cursor is not None else UNSET,
+        **_window(page),
     }
