@@ -33,6 +33,7 @@ Endpoint = Annotated[str, Meta(pattern=r"^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$")]
 EnhancedStatus = Annotated[str, Meta(pattern=r"^(|[245]\.[0-9]{1,3}\.[0-9]{1,3})$")]
 ReplyCode = Annotated[int, Meta(ge=0, le=599)]
 Uid32 = Annotated[int, Meta(ge=1, le=4_294_967_295)]
+GraphId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_=-]{1,1024}$")]
 
 Transport = Literal["smtp", "microsoft_graph"]
 PrepareAction = Literal["new", "reply", "reply_all", "forward", "draft"]
@@ -295,13 +296,30 @@ class OutcomeEvidence(_Data, frozen=True, forbid_unknown_fields=True, kw_only=Tr
 
     TYPE = "outcome_evidence"
     source: Literal["sent_folder"]
-    uid_validity: Uid32
-    uid: Uid32
+    # Where the copy sits: its UIDVALIDITY and UID (IMAP), or its immutable ID (Graph).
+    uid_validity: Uid32 | UnsetType = UNSET
+    uid: Uid32 | UnsetType = UNSET
+    graph_id: GraphId | UnsetType = UNSET
     # The SHA-256 of the copy's exact bytes; absent when the copy is larger than the read
     # limit (5 MiB), which no copy identical to a message angelos sent can be.
     sha256: Hex64 | UnsetType = UNSET
     identical: bool
     copies: Annotated[int, Meta(ge=1, le=MAX_INT)]  # copies with this Message-ID found
+
+    def __post_init__(self) -> None:
+        present = tuple(
+            not isinstance(value, UnsetType)
+            for value in (self.uid_validity, self.uid, self.graph_id)
+        )
+        if present not in ((True, True, False), (False, False, True)):
+            raise ValueError("the copy is located by uid_validity and uid, or by graph_id alone")
+
+    @property
+    def where(self) -> str:
+        """Where the copy sits, in words: UIDVALIDITY and UID, or the Graph message ID."""
+        if isinstance(self.graph_id, str):
+            return f"Microsoft Graph message {self.graph_id}"
+        return f"UIDVALIDITY {self.uid_validity}, UID {self.uid}"
 
 
 EventData = (

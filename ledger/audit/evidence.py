@@ -89,8 +89,7 @@ class Resolution(Struct, frozen=True, kw_only=True):
 class SentCopyFound(Struct, frozen=True, kw_only=True):
     """The provider's own Sent copy that proved an unknown send accepted, as recorded."""
 
-    uid_validity: int
-    uid: int
+    where: str  # UIDVALIDITY and UID, or the Microsoft Graph message ID, in words
     sha256: str  # of the copy's bytes ("" when it was too large to read whole)
     identical: bool  # its SHA-256 is the commit point's raw_sha256
     copies: int
@@ -168,8 +167,7 @@ def evidence_of(
 
 def _sent_copy(event: Event, data: OutcomeEvidence, srv_ms: int) -> SentCopyFound:
     return SentCopyFound(
-        uid_validity=data.uid_validity,
-        uid=data.uid,
+        where=data.where,
         sha256="" if isinstance(data.sha256, UnsetType) else data.sha256,
         identical=data.identical,
         copies=data.copies,

@@ -124,8 +124,8 @@ def meaning(data: EventData) -> str:
         )
     if isinstance(data, OutcomeEvidence):
         return (
-            f"evidence: the provider's own copy is in its Sent folder (UIDVALIDITY "
-            f"{data.uid_validity}, UID {data.uid}{_more_copies(data.copies)}), "
+            f"evidence: the provider's own copy is in its Sent folder ("
+            f"{data.where}{_more_copies(data.copies)}), "
             f"{copy_bytes(data)}: it accepted the message"
         )
     kind = data.TYPE.replace("_", " ")
@@ -324,8 +324,7 @@ def evidence_lines(evidence: Evidence) -> list[tuple[str, str]]:
         )
         facts.append((
             "Sent copy",
-            f"found by {copy.by} at {copy.server_time}: UIDVALIDITY {copy.uid_validity}, UID "
-            f"{copy.uid}, {compared}",
+            f"found by {copy.by} at {copy.server_time}: {copy.where}, {compared}",
         ))  # fmt: skip
     if evidence.lease is not None:
         facts.append(("lease", evidence.lease.said))

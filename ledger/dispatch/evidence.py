@@ -65,6 +65,11 @@ class SentCopy(Protocol):
         """The SHA-256 of the copy's exact bytes (None: too large to read whole)."""
         ...
 
+    @property
+    def graph_id(self) -> str:
+        """A Microsoft Graph copy's immutable ID ("" for an IMAP copy, located by UID)."""
+        ...
+
 
 class SentCopyFinder(Protocol):
     """Searches the provider's Sent folder(s) for a Message-ID; it only ever reads."""
@@ -105,10 +110,12 @@ def evidence_from(
         return submitted is not None and copy.sha256 == submitted
 
     best = next((copy for copy in copies if identical(copy)), copies[0])
+    graph = bool(best.graph_id)
     return OutcomeEvidence(
         source="sent_folder",
-        uid_validity=best.uid_validity,
-        uid=best.uid,
+        uid_validity=UNSET if graph else best.uid_validity,
+        uid=UNSET if graph else best.uid,
+        graph_id=best.graph_id if graph else UNSET,
         sha256=UNSET if best.sha256 is None else best.sha256,
         identical=identical(best),
         copies=len(copies),

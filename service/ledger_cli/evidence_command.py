@@ -134,7 +134,10 @@ def _refusal(pid: str, lifecycle: Lifecycle, now_ms: int) -> str:
 
 
 def _copy_words(copy: SentCopy, submitted: str) -> str:
-    where = f'folder "{copy.folder}", UIDVALIDITY {copy.uid_validity}, UID {copy.uid}'
+    place = f"Graph ID {copy.graph_id}" if copy.graph_id else (
+        f"UIDVALIDITY {copy.uid_validity}, UID {copy.uid}"
+    )
+    where = f'folder "{copy.folder}", {place}'
     if copy.sha256 is None:
         return f"{where}: too large to read whole, so its bytes were not compared"
     if submitted and copy.sha256 == submitted:
@@ -169,6 +172,7 @@ def _as_json(search: Search, message_id: str, submitted: str, actor: str) -> dic
     copies = [
         {
             "folder": copy.folder, "uid_validity": copy.uid_validity, "uid": copy.uid,
+            "graph_id": copy.graph_id,
             "sha256": copy.sha256,
             "identical": bool(submitted) and copy.sha256 == submitted,
         }

@@ -54,7 +54,9 @@ CATALOGUE = {
     "dispatch_queued": {"connections", "ahead"},
     "late_outcome_observed": {"outcome", "stage", "reply_code"},
     "operator_resolution": {"outcome", "note", "reprepared_as"},
-    "outcome_evidence": {"source", "uid_validity", "uid", "sha256", "identical", "copies"},
+    "outcome_evidence": {
+        "source", "uid_validity", "uid", "graph_id", "sha256", "identical", "copies"
+    },
 }  # fmt: skip
 
 

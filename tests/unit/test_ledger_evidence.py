@@ -46,6 +46,7 @@ class Copy(Struct, frozen=True):
     uid_validity: int
     uid: int
     sha256: str | None
+    graph_id: str = ""
 
 
 def unknown_send(*tail: EventData, claim: Claimed | None = None) -> list[EventData]:
@@ -124,6 +125,35 @@ class TestWhichCopyIsNamed:
     def test_the_folder_name_is_never_recorded(self) -> None:
         data = evidence_from([Copy("Private project X", 9, 3, SUBMITTED)], COMMIT)
         assert b"Private" not in msgspec.json.encode(data)
+
+    def test_a_graph_copy_is_located_by_its_id_alone(self) -> None:
+        data = evidence_from([Copy("AAMkSent", 0, 0, "cd" * 32, graph_id="AAMkAGI2-x_1=")], COMMIT)
+        assert OutcomeEvidence(
+            source="sent_folder", graph_id="AAMkAGI2-x_1=", sha256="cd" * 32, identical=False,
+            copies=1,
+        ) == data  # fmt: skip
+        assert data is not None and "Microsoft Graph message AAMkAGI2-x_1=" == data.where
+
+
+class TestTheCopyIsLocatedOnce:
+    @pytest.mark.parametrize(
+        "where",
+        [{}, {"uid": 3}, {"uid_validity": 9}, {"uid_validity": 9, "uid": 3, "graph_id": "AAMk"},
+         {"uid": 3, "graph_id": "AAMk"}],
+    )  # fmt: skip
+    def test_uids_together_or_a_graph_id_alone(self, where: dict[str, object]) -> None:
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert(
+                {"source": "sent_folder", "identical": False, "copies": 1, **where},
+                OutcomeEvidence,
+            )
+
+    def test_a_graph_id_outside_its_alphabet_is_refused(self) -> None:
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert(
+                {"source": "sent_folder", "identical": False, "copies": 1, "graph_id": "a/b"},
+                OutcomeEvidence,
+            )
 
 
 class TestTheAuditReadsIt:
