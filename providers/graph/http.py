@@ -96,14 +96,18 @@ class GraphHttp:
         json: bytes | None = None,
         mime: bytes | None = None,
         limit: int = MAX_JSON_BYTES,
+        timeout_s: float | None = None,
     ) -> Answer:
-        """Make one request under the rules of `kind`; raise ExchangeLost when none came back."""
+        """Make one request under the rules of `kind` (within `timeout_s`, by default the
+        mailbox timeout); raise ExchangeLost when no answer came back."""
         if not url.startswith(ME + "/") and url != ME:
             raise ValueError("Graph requests go under https://graph.microsoft.com/v1.0/me only")
         retried_token = waited = False
         while True:
             token = await self.tokens.token()
-            answer = await self._once(kind, method, url, params, json, mime, limit, token.value)
+            answer = await self._once(
+                kind, method, url, params, json, mime, limit, token.value, timeout_s
+            )
             if answer.status == 401:
                 self.tokens.invalidate(token.generation)
                 if kind is not Kind.SEND and not retried_token and not token.fresh:
@@ -126,6 +130,7 @@ class GraphHttp:
         mime: bytes | None,
         limit: int,
         token: Secret,
+        timeout_s: float | None,
     ) -> Answer:
         request_id = str(uuid.uuid4())
         self.last_request_id = request_id
@@ -146,7 +151,7 @@ class GraphHttp:
         async with self._gate:
             session = await self._session_for(kind)
             try:
-                async with asyncio.timeout(self.timeout_s):
+                async with asyncio.timeout(timeout_s or self.timeout_s):
                     async with session.request(
                         method, url, params=params, data=body, headers=headers,
                         allow_redirects=False,

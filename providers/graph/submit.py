@@ -86,9 +86,10 @@ def graph_submission_is_valid(envelope: Envelope, raw: bytes, sender: str) -> bo
 class GraphSubmission:
     """A checked login with the one send request not made yet."""
 
-    def __init__(self, http: GraphHttp, raw: bytes) -> None:
+    def __init__(self, http: GraphHttp, raw: bytes, timeout_s: float) -> None:
         self._http = http
         self._raw = raw
+        self._timeout_s = timeout_s
         self._state = "open"  # open -> committed | aborted
         self.wire_bytes = len(raw)
 
@@ -105,8 +106,9 @@ class GraphSubmission:
         body = base64.b64encode(self._raw)
         try:
             answer = await self._http.request(
-                Kind.SEND, "POST", f"{ME}/sendMail", mime=body, limit=64 * 1024
-            )
+                Kind.SEND, "POST", f"{ME}/sendMail", mime=body, limit=64 * 1024,
+                timeout_s=self._timeout_s,
+            )  # fmt: skip
         except ExchangeLost as lost:
             if not lost.connected:
                 # The connection never opened (its own, never a pooled one): nothing left.
@@ -133,9 +135,10 @@ class GraphSubmission:
 class GraphSlot:
     """The right to make one send: checks `/me` before the commit point."""
 
-    def __init__(self, http: GraphHttp, settings: GraphSettings) -> None:
+    def __init__(self, http: GraphHttp, settings: GraphSettings, timeout_s: float) -> None:
         self._http = http
         self._settings = settings
+        self._timeout_s = timeout_s
 
     async def begin(self, envelope: Envelope, raw: bytes) -> GraphSubmission:
         """Check the identity (a failure is provably not sent) and hold the send request."""
@@ -143,15 +146,19 @@ class GraphSlot:
             await check_identity(self._http, self._settings)
         except MailError:
             raise NotSent("authentication", "auth_failed") from None
-        return GraphSubmission(self._http, raw)
+        return GraphSubmission(self._http, raw, self._timeout_s)
 
 
 class GraphSubmitter:
     """The Graph transport for the dispatcher: sends share the mailbox's four connections."""
 
-    def __init__(self, http: GraphHttp, settings: GraphSettings, capacity: int = 2) -> None:
+    def __init__(
+        self, http: GraphHttp, settings: GraphSettings, timeout_s: float, capacity: int = 2
+    ) -> None:
         self._http = http
         self._settings = settings
+        # The send request's own limit: the dispatcher leaves room for it before the deadline.
+        self._timeout_s = timeout_s
         self._capacity = capacity
         self._busy = 0
         self._waiting = 0
@@ -186,7 +193,7 @@ class GraphSubmitter:
             self._waiting -= 1
         self._busy += 1
         try:
-            yield GraphSlot(self._http, self._settings)
+            yield GraphSlot(self._http, self._settings, self._timeout_s)
         finally:
             self._busy -= 1
             self._slots.release()
