@@ -9,7 +9,7 @@ import msgspec
 from providers.smtp import DEFAULT_MAX_CONNECTIONS
 from providers.smtp.settings import TlsMode
 from schemas.secret import Secret
-from service.config._model import MailConfig, OAuthLogin
+from service.config._model import GraphAccount, MailConfig, OAuthLogin
 from service.config._values import has_control, is_bare_address, utf8_size, value_of
 from service.config.table.variables import BY_NAME, VARIABLES, read
 
@@ -50,11 +50,6 @@ _OUTLOOK_VARS = (*_OUTLOOK_REQUIRED, "MICROSOFT_CLIENT_SECRET")
 _MAX_ALIASES = 50
 _MAX_ALIASES_BYTES = 16 * 1024
 
-UNSUPPORTED_MICROSOFT = (
-    "MAIL_PROVIDER: microsoft (Microsoft Graph) is not supported by this release; "
-    "use an IMAP/SMTP provider with password or app_password login"
-)
-
 
 class MailLoad(msgspec.Struct, frozen=True):
     """The outcome of loading the mailbox group."""
@@ -88,9 +83,8 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
     max_connections: int | None = read(env, "SMTP_MAX_CONNECTIONS", problems)
     tls_ca_file = read(env, "MAIL_TLS_CA_FILE", problems)
     oauth = _check_google(env, provider, auth_mode, problems)
-    oauth = _check_microsoft(env, provider, problems) or oauth
-    if provider == "microsoft":
-        problems.append(UNSUPPORTED_MICROSOFT)
+    microsoft, graph = _check_microsoft(env, provider, problems)
+    oauth = microsoft or oauth
 
     if provider is None or auth_mode is None:
         return MailLoad(
@@ -118,6 +112,7 @@ def load_mail(env: Mapping[str, str]) -> MailLoad:
         smtp_stores_sent=provider in _FILES_SENT
         or smtp_lower in ("smtp.gmail.com", "smtp.googlemail.com"),
         oauth=oauth,
+        graph=graph,
     )
     valid = not problems and username is not None
     return MailLoad(
@@ -294,7 +289,8 @@ def _check_google(
 
 def _check_microsoft(
     env: Mapping[str, str], provider: str | None, problems: list[str]
-) -> OAuthLogin | None:
+) -> tuple[OAuthLogin | None, GraphAccount | None]:
+    """Outlook's grant (the client secret optional), or Graph's (all six values required)."""
     values: dict[str, str] = {}
     for name in _MICROSOFT_VARS:
         if value_of(env, name) is None:
@@ -306,13 +302,20 @@ def _check_microsoft(
             problems.append(f"{name}: only allowed with MAIL_PROVIDER=outlook or microsoft")
         elif (value := read(env, name, problems)) is not None:
             values[name] = value
-    if provider != "outlook" or any(name not in values for name in _OUTLOOK_REQUIRED):
-        return None
+    required = _OUTLOOK_REQUIRED if provider == "outlook" else _MICROSOFT_VARS
+    if provider not in ("outlook", "microsoft") or any(name not in values for name in required):
+        return None, None
     secret = values.get("MICROSOFT_CLIENT_SECRET")
-    return OAuthLogin(
+    login = OAuthLogin(
         issuer="microsoft",
         client_id=values["MICROSOFT_CLIENT_ID"],
         client_secret=None if secret is None else Secret(secret),
         refresh_token=Secret(values["MICROSOFT_REFRESH_TOKEN"]),
         tenant=values["MICROSOFT_TENANT_ID"],
+    )
+    if provider == "outlook":
+        return login, None
+    return login, GraphAccount(
+        account_id=values["MICROSOFT_ACCOUNT_ID"],
+        token_key=Secret(values["MICROSOFT_TOKEN_ENCRYPTION_KEY"].lower()),
     )

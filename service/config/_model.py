@@ -23,7 +23,7 @@ class Gates(msgspec.Struct, frozen=True):
 
 
 class OAuthLogin(msgspec.Struct, frozen=True):
-    """The refresh grant an XOAUTH2 mailbox logs in with (gmail, outlook)."""
+    """The refresh grant a mailbox logs in with: XOAUTH2 (gmail, outlook) or Graph (microsoft)."""
 
     issuer: str  # "google" or "microsoft"
     client_id: str
@@ -32,8 +32,16 @@ class OAuthLogin(msgspec.Struct, frozen=True):
     tenant: str | None = None  # microsoft: a tenant UUID or "consumers"
 
 
+class GraphAccount(msgspec.Struct, frozen=True):
+    """What a Microsoft Graph mailbox adds to its grant: whose mailbox, and the token store key."""
+
+    account_id: str  # MICROSOFT_ACCOUNT_ID: the `id` of Graph's /me
+    # MICROSOFT_TOKEN_ENCRYPTION_KEY as 64 lower-case hex characters (32 bytes, AES-256-GCM)
+    token_key: Secret
+
+
 class MailConfig(msgspec.Struct, frozen=True):
-    """The one configured mailbox (IMAP + SMTP) after validation."""
+    """The one configured mailbox (IMAP + SMTP, or Microsoft Graph) after validation."""
 
     provider: str
     auth_mode: str
@@ -52,7 +60,8 @@ class MailConfig(msgspec.Struct, frozen=True):
     allow_private_hosts: bool
     gmail_imap: bool
     smtp_stores_sent: bool
-    oauth: OAuthLogin | None = None  # set for google_oauth2 and microsoft_oauth2
+    oauth: OAuthLogin | None = None  # set for google_oauth2, microsoft_oauth2, microsoft_graph
+    graph: GraphAccount | None = None  # set for microsoft (microsoft_graph) only
 
 
 class StoreConfig(msgspec.Struct, frozen=True):

@@ -88,8 +88,7 @@ def _mail(mail: MailConfig | None, *, valid: bool) -> dict[str, object]:
         "MAIL_TLS_CA_FILE": mail.tls_ca_file,
         "MAIL_ALLOW_PRIVATE_HOSTS": _switch(mail.allow_private_hosts),
     }
-    # Outside an OAuth login (and outside microsoft, refused) any value of these is a problem
-    # naming it: unnamed, they are unset.
+    # Outside an OAuth login any value of these is a problem naming it: unnamed, they are unset.
     if valid or mail.provider not in ("gmail", "outlook", "microsoft"):
         values.update(dict.fromkeys(_MAIL_OAUTH, "unset"))
     values.update(_oauth(mail))
@@ -107,12 +106,16 @@ def _oauth(mail: MailConfig) -> dict[str, object]:
             "GOOGLE_CLIENT_SECRET": grant.client_secret,
             "GOOGLE_REFRESH_TOKEN": grant.refresh_token,
         }
-    return {
+    values: dict[str, object] = {
         "MICROSOFT_CLIENT_ID": grant.client_id,
         "MICROSOFT_CLIENT_SECRET": grant.client_secret,
         "MICROSOFT_REFRESH_TOKEN": grant.refresh_token,
         "MICROSOFT_TENANT_ID": grant.tenant,
     }
+    if mail.graph is not None:
+        values["MICROSOFT_ACCOUNT_ID"] = mail.graph.account_id
+        values["MICROSOFT_TOKEN_ENCRYPTION_KEY"] = mail.graph.token_key
+    return values
 
 
 def _store(store: StoreConfig | None) -> dict[str, object]:

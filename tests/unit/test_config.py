@@ -13,7 +13,14 @@ import msgspec
 import pytest
 
 from schemas.secret import Secret
-from service.config import Config, check_config_lines, describe, load_config
+from service.config import (
+    Config,
+    GraphAccount,
+    OAuthLogin,
+    check_config_lines,
+    describe,
+    load_config,
+)
 from support.config_env import load
 
 PASSWORD = "pw-Zq8#kR2!xV"
@@ -552,18 +559,41 @@ class TestOutlook:
 
 
 class TestMicrosoft:
-    def test_valid_configuration_is_reported_unsupported(self) -> None:
-        """Check 50: a valid Graph setup (tenant consumers) yields only the unsupported line."""
+    def test_a_valid_graph_configuration_loads(self) -> None:
+        """Check 50: tenant consumers is accepted; the grant and the Graph account are read."""
         config = load(MICROSOFT)
-        assert config.mail is None
-        assert len(config.problems) == 1
-        assert config.problems[0].startswith("MAIL_PROVIDER:")
-        assert "not supported by this release" in config.problems[0]
+        assert config.problems == ()
+        mail = config.mail
+        assert mail is not None
+        assert (mail.provider, mail.auth_mode, mail.smtp_stores_sent, mail.gmail_imap) == (
+            "microsoft",
+            "microsoft_graph",
+            True,
+            False,
+        )
+        assert (mail.imap_host, mail.smtp_host, mail.password, mail.aliases) == ("", "", None, ())
+        assert mail.oauth == OAuthLogin(
+            issuer="microsoft",
+            client_id=MICROSOFT["MICROSOFT_CLIENT_ID"],
+            client_secret=Secret("ms-secret"),
+            refresh_token=Secret("ms-refresh"),
+            tenant="consumers",
+        )
+        assert mail.graph == GraphAccount(
+            account_id="00000000-0000-0000-0000-000000000001", token_key=Secret("0f" * 32)
+        )
 
     def test_tenant_uuid_is_accepted(self) -> None:
         """A tenant UUID is as good as consumers."""
-        config = load(MICROSOFT, MICROSOFT_TENANT_ID="8d2f3c1a-1b2c-4d5e-8f90-a1b2c3d4e5f6")
-        assert variables(config) == ["MAIL_PROVIDER"]
+        tenant = "8d2f3c1a-1b2c-4d5e-8f90-a1b2c3d4e5f6"
+        mail = load(MICROSOFT, MICROSOFT_TENANT_ID=tenant).mail
+        assert mail is not None and mail.oauth is not None and mail.oauth.tenant == tenant
+
+    def test_the_key_is_held_in_lower_case(self) -> None:
+        """The encryption key is case-insensitive hex; it is kept lower-case."""
+        mail = load(MICROSOFT, MICROSOFT_TOKEN_ENCRYPTION_KEY="0F" * 32).mail
+        assert mail is not None and mail.graph is not None
+        assert mail.graph.token_key == Secret("0f" * 32)
 
     @pytest.mark.parametrize(
         ("changes", "variable"),
@@ -571,14 +601,24 @@ class TestMicrosoft:
             ({"MICROSOFT_TOKEN_ENCRYPTION_KEY": None}, "MICROSOFT_TOKEN_ENCRYPTION_KEY"),
             ({"MICROSOFT_TOKEN_ENCRYPTION_KEY": "0f" * 31}, "MICROSOFT_TOKEN_ENCRYPTION_KEY"),
             ({"MICROSOFT_TOKEN_ENCRYPTION_KEY": "zz" * 32}, "MICROSOFT_TOKEN_ENCRYPTION_KEY"),
+            ({"MICROSOFT_TOKEN_ENCRYPTION_KEY": "0f" * 33}, "MICROSOFT_TOKEN_ENCRYPTION_KEY"),
+            ({"MICROSOFT_CLIENT_ID": None}, "MICROSOFT_CLIENT_ID"),
             ({"MICROSOFT_CLIENT_ID": "not-a-uuid"}, "MICROSOFT_CLIENT_ID"),
             ({"MICROSOFT_CLIENT_SECRET": None}, "MICROSOFT_CLIENT_SECRET"),
+            ({"MICROSOFT_CLIENT_SECRET": "two words"}, "MICROSOFT_CLIENT_SECRET"),
+            ({"MICROSOFT_REFRESH_TOKEN": None}, "MICROSOFT_REFRESH_TOKEN"),
             ({"MICROSOFT_REFRESH_TOKEN": "a b"}, "MICROSOFT_REFRESH_TOKEN"),
+            ({"MICROSOFT_TENANT_ID": None}, "MICROSOFT_TENANT_ID"),
             ({"MICROSOFT_TENANT_ID": "common"}, "MICROSOFT_TENANT_ID"),
             ({"MICROSOFT_TENANT_ID": "organizations"}, "MICROSOFT_TENANT_ID"),
+            ({"MICROSOFT_TENANT_ID": "Consumers"}, "MICROSOFT_TENANT_ID"),
             ({"MICROSOFT_TENANT_ID": "contoso.onmicrosoft.com"}, "MICROSOFT_TENANT_ID"),
+            ({"MICROSOFT_ACCOUNT_ID": None}, "MICROSOFT_ACCOUNT_ID"),
             ({"MICROSOFT_ACCOUNT_ID": "x" * 257}, "MICROSOFT_ACCOUNT_ID"),
+            ({"MICROSOFT_ACCOUNT_ID": "an id"}, "MICROSOFT_ACCOUNT_ID"),
+            ({"MICROSOFT_ACCOUNT_ID": "id\x7f"}, "MICROSOFT_ACCOUNT_ID"),
             ({"MAIL_FROM": "other@outlook.com"}, "MAIL_FROM"),
+            ({"MAIL_FROM": "Owner <owner@outlook.com>"}, "MAIL_FROM"),
             ({"MAIL_ALIASES": "alias@outlook.com"}, "MAIL_ALIASES"),
             ({"MAIL_PASSWORD": PASSWORD}, "MAIL_PASSWORD"),
             ({"GOOGLE_CLIENT_ID": "client"}, "GOOGLE_CLIENT_ID"),
@@ -588,22 +628,62 @@ class TestMicrosoft:
             ({"IMAP_PORT": "143"}, "IMAP_PORT"),
             ({"SMTP_TLS_MODE": "starttls"}, "SMTP_TLS_MODE"),
             ({"MAIL_USERNAME": "owner"}, "MAIL_USERNAME"),
+            ({"MAIL_USERNAME": None}, "MAIL_USERNAME"),
             ({"MAIL_AUTH_MODE": "password"}, "MAIL_AUTH_MODE"),
-            ({"ANGELOS_REDIS_URL": "off"}, "ANGELOS_REDIS_URL"),
+            ({"MAIL_AUTH_MODE": "microsoft_oauth2"}, "MAIL_AUTH_MODE"),
         ],
     )
     def test_rejects(self, changes: dict[str, str | None], variable: str) -> None:
         """Check 50: each bad Microsoft value is rejected with its own line."""
         assert_rejected(load(MICROSOFT, **changes), variable)
 
+    def test_a_store_is_required(self) -> None:
+        """Check 51: ANGELOS_REDIS_URL=off is a problem, so the server does not start."""
+        from service.cli import startup_problems
+
+        config = load(MICROSOFT, ANGELOS_REDIS_URL="off")
+        assert variables(config) == ["ANGELOS_REDIS_URL"]
+        assert startup_problems(config) == list(config.problems)
+
     def test_from_may_differ_in_case_only(self) -> None:
         """MAIL_FROM equal to the username case-insensitively is fine."""
-        assert variables(load(MICROSOFT, MAIL_FROM="Owner@Outlook.com")) == ["MAIL_PROVIDER"]
+        assert load(MICROSOFT, MAIL_FROM="Owner@Outlook.com").problems == ()
 
     def test_default_ports_may_be_spelled_out(self) -> None:
         """Ports 993/465 and tls are the tolerated defaults."""
         config = load(MICROSOFT, IMAP_PORT="993", SMTP_PORT="465", SMTP_TLS_MODE="tls")
-        assert variables(config) == ["MAIL_PROVIDER"]
+        assert config.problems == ()
+
+    def test_check_config_shows_the_graph_settings_and_no_secret(self) -> None:
+        """The report names the account, shows each secret as set, and finds no problem."""
+        lines = check_config_lines(load(MICROSOFT))
+        for line in (
+            "  MAIL_PROVIDER = microsoft",
+            "  MAIL_AUTH_MODE = microsoft_graph",
+            "  MICROSOFT_TENANT_ID = consumers",
+            "  MICROSOFT_ACCOUNT_ID = 00000000-0000-0000-0000-000000000001",
+            "  MICROSOFT_CLIENT_SECRET = set",
+            "  MICROSOFT_REFRESH_TOKEN = set",
+            "  MICROSOFT_TOKEN_ENCRYPTION_KEY = set",
+        ):
+            assert line in lines
+        assert lines[-1] == "No problems found."
+        text = "\n".join(lines) + repr(load(MICROSOFT))
+        assert "ms-secret" not in text and "ms-refresh" not in text and "0f" * 32 not in text
+
+    def test_bad_secrets_are_not_echoed(self) -> None:
+        """Problems about refused secret values name the rule, never the value."""
+        values = {
+            "MICROSOFT_CLIENT_SECRET": "ms secret value",
+            "MICROSOFT_REFRESH_TOKEN": "ms refresh value",
+            "MICROSOFT_TOKEN_ENCRYPTION_KEY": "0f" * 31 + "zz",
+        }
+        config = load(MICROSOFT, **values)
+        assert set(values) <= set(variables(config))
+        text = "\n".join(config.problems + tuple(check_config_lines(config)))
+        for value in values.values():
+            assert value not in text
+        assert "0f" * 31 not in text
 
     @pytest.mark.parametrize(
         "base", [BASE, GMAIL_APP, ICLOUD, CUSTOM], ids=["spacemail", "gmail", "icloud", "custom"]
@@ -611,6 +691,7 @@ class TestMicrosoft:
     def test_microsoft_values_need_the_microsoft_provider(self, base: dict[str, str]) -> None:
         """Check 50: any MICROSOFT_* value with another provider is rejected."""
         assert_rejected(load(base, MICROSOFT_TENANT_ID="consumers"), "MICROSOFT_TENANT_ID")
+        assert_rejected(load(base, MICROSOFT_ACCOUNT_ID="id"), "MICROSOFT_ACCOUNT_ID")
 
 
 class TestPort:

@@ -24,6 +24,7 @@ LEDGER_VARIABLES: Final = (
         RedisUrl(),
         "the ledger's Redis; unset starts an embedded one, `off` disables sending",
         shown="unset (embedded Redis)",
+        also="; microsoft: not `off` (its refresh token is stored there)",
         secret=True,
     ),
     Variable(

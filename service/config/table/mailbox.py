@@ -7,7 +7,7 @@ from typing import Final
 
 from providers.smtp import DEFAULT_MAX_CONNECTIONS
 from schemas.scopes import BASE_SCOPE
-from service.config._values import has_control, has_cr_lf_nul, is_bare_address, utf8_size
+from service.config._values import HEX64, has_control, has_cr_lf_nul, is_bare_address, utf8_size
 from service.config.table.entry import Variable
 from service.config.table.rules import (
     Choice,
@@ -27,8 +27,9 @@ _NO_CR_LF_NUL = Matches(
 )
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _GOOGLE = "; required with gmail and `google_oauth2`, refused otherwise"
-_OUTLOOK = "; required with outlook, refused otherwise except with microsoft"
-_PINNED_HOST = "; gmail, icloud, yahoo, outlook: only their preset"
+_OUTLOOK = "; required with outlook and microsoft, refused otherwise"
+_GRAPH = "; required with microsoft, refused otherwise"
+_PINNED_HOST = "; gmail, icloud, yahoo, outlook: only their preset; microsoft: unset"
 
 
 def _local_owner(owner: str) -> bool:
@@ -50,8 +51,8 @@ MAILBOX_VARIABLES: Final = (
         "MAIL_PROVIDER",
         "mailbox",
         Choice(("spacemail", "gmail", "icloud", "yahoo", "outlook", "microsoft", "custom")),
-        "picks the host, port and login presets (docs/providers.md); `microsoft` (Graph) is"
-        " refused by this release",
+        "picks the host, port and login presets (docs/providers.md); `microsoft` is Microsoft"
+        " Graph, with no IMAP or SMTP",
         unset="spacemail",
     ),
     Variable(
@@ -59,20 +60,20 @@ MAILBOX_VARIABLES: Final = (
         "mailbox",
         Custom(
             "spacemail, custom: `password`; icloud, yahoo: `app_password`; gmail: `google_oauth2`"
-            " or `app_password`; outlook: `microsoft_oauth2`",
+            " or `app_password`; outlook: `microsoft_oauth2`; microsoft: `microsoft_graph`",
             checked_by="_mailbox._auth_mode",
         ),
-        "how angelos logs in: a password, or OAuth (XOAUTH2) with a refresh token",
+        "how angelos logs in: a password, or OAuth (XOAUTH2, or Graph) with a refresh token",
         shown="`password` (spacemail, custom), `app_password` (icloud, yahoo), `google_oauth2`"
-        " (gmail), `microsoft_oauth2` (outlook)",
+        " (gmail), `microsoft_oauth2` (outlook), `microsoft_graph` (microsoft)",
     ),
     Variable(
         "MAIL_USERNAME",
         "mailbox",
         _NO_CR_LF_NUL,
-        "the IMAP and SMTP login",
+        "the IMAP and SMTP login; microsoft: the mailbox's address",
         shown="required",
-        also="; gmail, icloud, yahoo, outlook: a complete bare address",
+        also="; gmail, icloud, yahoo, outlook, microsoft: a complete bare address",
     ),
     Variable(
         "MAIL_PASSWORD",
@@ -92,7 +93,8 @@ MAILBOX_VARIABLES: Final = (
         ),
         "the only sender address of prepared messages",
         shown="`MAIL_USERNAME`",
-        also="; required when `MAIL_USERNAME` is not an address",
+        also="; required when `MAIL_USERNAME` is not an address; microsoft: equal to"
+        " `MAIL_USERNAME` (case-insensitive)",
     ),
     Variable(
         "MAIL_ALIASES",
@@ -103,6 +105,7 @@ MAILBOX_VARIABLES: Final = (
         ),
         "your other addresses, left out of reply-all recipients; never used as sender",
         shown="none",
+        also="; refused with microsoft",
     ),
     Variable(
         "IMAP_HOST",
@@ -118,7 +121,7 @@ MAILBOX_VARIABLES: Final = (
         Int(1, 65535),
         "the IMAP port",
         unset=993,
-        also="; gmail, icloud, yahoo, outlook: 993",
+        also="; gmail, icloud, yahoo, outlook: 993; microsoft: unset or 993",
     ),
     Variable(
         "SMTP_HOST",
@@ -134,7 +137,7 @@ MAILBOX_VARIABLES: Final = (
         Int(1, 65535),
         "the SMTP submission port",
         shown="`465` (icloud, outlook: `587`)",
-        also="; gmail, yahoo: 465 or 587; icloud, outlook: 587",
+        also="; gmail, yahoo: 465 or 587; icloud, outlook: 587; microsoft: unset or 465",
     ),
     Variable(
         "SMTP_TLS_MODE",
@@ -142,7 +145,7 @@ MAILBOX_VARIABLES: Final = (
         Choice(("tls", "starttls")),
         "implicit TLS or STARTTLS for SMTP (there is no plaintext mode)",
         shown="`starttls` on port 587, else `tls`",
-        also="; port 465 needs `tls`, port 587 `starttls`",
+        also="; port 465 needs `tls`, port 587 `starttls`; microsoft: unset or `tls`",
     ),
     Variable(
         "SMTP_MAX_CONNECTIONS",
@@ -201,22 +204,25 @@ MAILBOX_VARIABLES: Final = (
         "MICROSOFT_CLIENT_ID",
         "mailbox",
         Matches(re.compile(UUID), "a UUID"),
-        "outlook: the application (client) ID of your Microsoft Entra app registration",
+        "the application (client) ID of your Microsoft Entra app registration",
         also=_OUTLOOK,
     ),
     Variable(
         "MICROSOFT_CLIENT_SECRET",
         "mailbox",
         Token(16384),
-        "outlook: that app's client secret; unset for a public (native) client",
-        also="; optional with outlook, refused otherwise except with microsoft",
+        "that app's client secret; with microsoft it also keys the search cursors' MAC",
+        also="; required with microsoft, optional with outlook (unset for a public client),"
+        " refused otherwise",
         secret=True,
     ),
     Variable(
         "MICROSOFT_REFRESH_TOKEN",
         "mailbox",
         Token(16384),
-        "outlook: the owner's grant for IMAP and SMTP, from `angelos outlook-auth`",
+        "the owner's grant: from `angelos outlook-auth` (outlook: IMAP and SMTP) or `angelos"
+        " microsoft-auth` (microsoft: Graph); microsoft keeps its rotated successors encrypted"
+        " in the store",
         also=_OUTLOOK,
         secret=True,
     ),
@@ -224,8 +230,24 @@ MAILBOX_VARIABLES: Final = (
         "MICROSOFT_TENANT_ID",
         "mailbox",
         Matches(re.compile(f"consumers|{UUID}"), "a tenant UUID or `consumers`"),
-        "outlook: your Microsoft 365 tenant's UUID, or `consumers` for Outlook.com",
+        "your Microsoft 365 tenant's UUID, or `consumers` for Outlook.com",
         also=_OUTLOOK,
+    ),
+    Variable(
+        "MICROSOFT_ACCOUNT_ID",
+        "mailbox",
+        Token(256),
+        "microsoft: the `id` of Graph's `/me` for the mailbox owner; every Graph call checks it",
+        also=_GRAPH,
+    ),
+    Variable(
+        "MICROSOFT_TOKEN_ENCRYPTION_KEY",
+        "mailbox",
+        Matches(HEX64, "64 hex characters"),
+        "microsoft: the AES-256-GCM key of the stored refresh token; kept outside Redis, never"
+        " changed",
+        also=_GRAPH,
+        secret=True,
     ),
     Variable(
         "MAIL_ENABLE_WRITES",

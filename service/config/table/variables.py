@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from service.config._values import HEX64, value_of
+from service.config._values import value_of
 from service.config.table.entry import Group, Variable
 from service.config.table.ledger import LEDGER_VARIABLES
 from service.config.table.mailbox import MAILBOX_VARIABLES
@@ -22,10 +22,8 @@ from service.config.table.oauth import HTTP_VARIABLES, OAUTH_VARIABLES
 from service.config.table.rules import (
     Custom,
     Int,
-    Matches,
     Refused,
     Switch,
-    Token,
 )
 
 GROUPS: Final = (
@@ -72,8 +70,6 @@ GROUPS: Final = (
 
 __all__ = ["BY_NAME", "GROUPS", "VARIABLES", "Group", "Variable", "read"]
 
-_MICROSOFT = "; only with `MAIL_PROVIDER=microsoft`"
-_MICROSOFT_EFFECT = "Microsoft Graph, which this release refuses"
 _REST = Refused("not supported by this version; use ANGELOS_REDIS_URL")
 _REST_EFFECT = "the REST store is not supported; use `ANGELOS_REDIS_URL`"
 
@@ -95,15 +91,6 @@ VARIABLES: Final = (
     ),
     Variable("ANGELOS_REDIS_REST_URL", "refused", _REST, _REST_EFFECT),
     Variable("ANGELOS_REDIS_REST_TOKEN", "refused", _REST, _REST_EFFECT, secret=True),
-    Variable("MICROSOFT_ACCOUNT_ID", "refused", Token(256), _MICROSOFT_EFFECT, also=_MICROSOFT),
-    Variable(
-        "MICROSOFT_TOKEN_ENCRYPTION_KEY",
-        "refused",
-        Matches(HEX64, "64 hex characters"),
-        _MICROSOFT_EFFECT,
-        also=_MICROSOFT,
-        secret=True,
-    ),
     Variable(
         "ANGELOS_ENV",
         "testing",
