@@ -12,6 +12,7 @@ from ledger.ids import new_id
 from providers.mailbox import Mailbox
 from service.archive_task import ArchiveTask, start_archive
 from service.config import Config, Gates
+from service.graph_mailbox import AttachedLater
 from service.principal import Principal
 from service.recovery_task import RecoveryTask, start_recovery
 from service.sending import Sending, start_sending
@@ -35,6 +36,7 @@ class AppContext:
     instance_id: str = field(default_factory=new_id)
     recovery: RecoveryTask | None = None
     archive: ArchiveTask | None = None
+    graph_token_store: AttachedLater | None = None  # a microsoft mailbox's, attached at start
 
     @property
     def store_configured(self) -> bool:
@@ -43,7 +45,7 @@ class AppContext:
 
     async def start(self) -> None:
         """Open the send ledger (store, self-check, lease) and start recovery."""
-        self.sending = await start_sending(self.config, self.mailbox)
+        self.sending = await start_sending(self.config, self.mailbox, self.graph_token_store)
         self.recovery = start_recovery(self.config.store, self.sending)
         self.archive = start_archive(self.config.store, self.sending)
 

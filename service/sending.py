@@ -17,6 +17,7 @@ from ledger.dispatch.closer import Closer
 from ledger.dispatch.evidence import SentCopyFinder
 from ledger.dispatch.journal import Journal
 from ledger.dispatch.pipeline import Dispatcher
+from ledger.dispatch.submitter import Submitter, Validator
 from ledger.dispatch.writes import DispatchSettings
 from ledger.ids import new_id
 from ledger.store.connection import connect
@@ -27,6 +28,8 @@ from ledger.store.embedded import EmbeddedError, EmbeddedRedis, start_embedded
 from ledger.store.keys import LedgerKeys
 from ledger.store.lease import Lease
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
+from providers.graph.mailbox import GraphMailbox
+from providers.graph.submit import GraphSubmitter, validate_graph_submission
 from providers.mailbox import Mailbox
 from providers.smtp import SmtpPool, SmtpSettings, validate_submission
 from schemas import errors
@@ -35,6 +38,7 @@ from schemas.ledger_events import SentFilingFailed, SentFilingSucceeded
 from schemas.secret import Secret
 from schemas.submission import Envelope
 from service.config import Config, MailConfig, StoreConfig
+from service.graph_mailbox import AttachedLater, attach_token_store
 from service.mail_login import mail_tokens
 
 log = structlog.get_logger("angelos.sending")
@@ -165,6 +169,25 @@ def sent_copy_finder(mail: MailConfig | None, mailbox: Mailbox | None) -> SentCo
     return mailbox
 
 
+def transport(
+    mail: MailConfig, store: StoreConfig, mailbox: Mailbox
+) -> tuple[Submitter, Validator]:
+    """The configured transport and its local check: SMTP, or Graph's sendMail."""
+    sender = mail.from_addr
+    if isinstance(mailbox, GraphMailbox):
+
+        def validate_graph(envelope: Envelope, raw: bytes) -> None:
+            validate_graph_submission(envelope, raw, sender)
+
+        limit = min(mail.timeout_s, store.smtp_data_termination_timeout_s)
+        return GraphSubmitter(mailbox.http, mailbox.settings, limit), validate_graph
+
+    def validate(envelope: Envelope, raw: bytes) -> None:
+        validate_submission(envelope, raw, sender)
+
+    return SmtpPool(smtp_settings(mail, store), mail.smtp_max_connections), validate
+
+
 def durability_options(store: StoreConfig) -> SelfCheckOptions:
     """The operator's durability assertions and WAITAOF settings."""
     return SelfCheckOptions(
@@ -198,8 +221,14 @@ def attach_witness(store: LedgerStore, data_dir: str, store_id: str) -> None:
     store.witness = Witness.open(data_dir, store.settings.namespace, store_id)
 
 
-async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
-    """Open the store, run its startup self-check, and arm the dispatcher when all is well."""
+async def start_sending(
+    config: Config, mailbox: Mailbox | None, graph_token_store: AttachedLater | None = None
+) -> Sending:
+    """Open the store, run its startup self-check, and arm the dispatcher when all is well.
+
+    A Microsoft Graph mailbox's token store is attached to the store's Redis as soon as it is
+    open (its tokens are needed to read mail even when sending stays off).
+    """
     store_config = config.store
     if store_config is None or store_config.mode == "off":
         return Sending(problem="no durable send store is configured")
@@ -210,6 +239,8 @@ async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
     except EmbeddedError as exc:
         log.warning("send disabled: the embedded store did not start")
         return Sending(problem=f"the embedded ledger store did not start: {exc}")
+    if graph_token_store is not None and config.mail is not None:
+        attach_token_store(graph_token_store, store.client, config.mail)
     report = await self_check(store.client, options, store=store)
     sending = Sending(store=store, report=report, embedded=embedded, problem=report.reason)
     sending.sent_copies = sent_copy_finder(config.mail, mailbox)
@@ -250,15 +281,11 @@ async def start_sending(config: Config, mailbox: Mailbox | None) -> Sending:
     if sending.journal is not None:
         for intent in await sending.journal.adopt():  # what processes that are gone still owed
             closer.adopt(intent)
-    sender = mail.from_addr
-
-    def validate(envelope: Envelope, raw: bytes) -> None:
-        validate_submission(envelope, raw, sender)
-
+    submitter, validate = transport(mail, store_config, mailbox)
     sending.dispatcher = Dispatcher(
         store=store,
         lease=lease,
-        submitter=SmtpPool(smtp_settings(mail, store_config), mail.smtp_max_connections),
+        submitter=submitter,
         validate=validate,
         filer=MailboxSentFiler(mailbox),
         settings=dispatch_settings(store_config, report),

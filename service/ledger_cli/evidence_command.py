@@ -18,9 +18,8 @@ from ledger.dispatch.evidence import Search, SentCopy, lifecycle_of, search_and_
 from ledger.lifecycle import AWAITS_EVIDENCE, Lifecycle
 from ledger.projection import public_state
 from ledger.store.ledger_store import LedgerStore
-from providers.imap.mailbox import ImapMailbox
 from schemas.errors import MailError
-from service.app import imap_settings
+from service.app import command_mailbox
 from service.ledger_cli.common import (
     FINDINGS,
     OK,
@@ -96,7 +95,7 @@ async def evidence(args: argparse.Namespace, store: LedgerStore) -> int:
     if lifecycle.state not in AWAITS_EVIDENCE:
         print(_refusal(pid, lifecycle, now), file=sys.stderr)
         return FINDINGS
-    mailbox = ImapMailbox(imap_settings(mail), pool_size=1)
+    mailbox = command_mailbox(mail, store.client)
     try:
         search = await search_and_record(store, pid, entries, mailbox, actor)
     except MailError as exc:

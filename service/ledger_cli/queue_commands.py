@@ -20,9 +20,8 @@ from ledger.lifecycle import Lifecycle, fold
 from ledger.projection import rfc3339_seconds
 from ledger.store.bulk import BulkReader
 from ledger.store.ledger_store import LedgerStore
-from providers.imap.mailbox import ImapMailbox
 from schemas.ledger import LedgerEntry
-from service.app import imap_settings
+from service.app import command_mailbox
 from service.config import MailConfig
 from service.ledger_cli.common import (
     FINDINGS,
@@ -253,7 +252,7 @@ async def recover(args: argparse.Namespace, store: LedgerStore) -> int:
     # its own copies (a dry run only says which it would search; the mailbox opens on use).
     mailbox = None
     if mail is not None and mail.smtp_stores_sent:
-        mailbox = ImapMailbox(imap_settings(mail), pool_size=1)
+        mailbox = command_mailbox(mail, store.client)
     recoverer = Recoverer(store, finder=sent_copy_finder(mail, mailbox))
     progress = Progress("recover", quiet=args.quiet)
     try:
