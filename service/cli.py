@@ -1,4 +1,5 @@
-"""The `angelos` command: serve, check-config, demo, ledger, oauth, google-auth, outlook-auth."""
+"""The `angelos` command: serve, check-config, demo, ledger, oauth and the provider grants
+(google-auth, outlook-auth, microsoft-auth)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 import structlog
 
 from service.commands.oauth_keys import add_oauth_commands, run_oauth
-from service.commands.provider_grant import add_grant_commands, run_grant
+from service.commands.provider_grant import GRANT_COMMANDS, add_grant_commands, run_grant
 from service.config import (
     Config,
     check_config_lines,
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "oauth":
         return run_oauth(args, sys.stdout)
-    if args.command in ("google-auth", "outlook-auth"):
+    if args.command in GRANT_COMMANDS:
         return run_grant(args, os.environ, sys.stdout)
     env, env_file = with_env_file(os.environ, getattr(args, "env_file", None))
     config = load_config(env, env_file)

@@ -1,7 +1,8 @@
 """The owner's consent for a refresh grant: PKCE, the sign-in address, and redeeming the code.
 
-Used once, by `angelos google-auth` / `angelos outlook-auth`, never by a serving process. The
-code goes only to the same pinned token endpoint as every refresh, by the same guarded POST.
+Used once, by `angelos google-auth` / `outlook-auth` / `microsoft-auth`, never by a serving
+process. The code goes only to the same pinned token endpoint as every refresh, by the same
+guarded POST.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from msgspec import Struct
 from providers.oauth2.profiles import (
     GOOGLE_MAIL_SCOPE,
     GOOGLE_TOKEN_URL,
+    GRAPH_CONSENT_SCOPE,
     MICROSOFT_TOKEN_HOST,
     OUTLOOK_GRANT_SCOPE,
     microsoft_token_path,
+    valid_graph_tenant,
     valid_tenant,
 )
 from providers.oauth2.refresh import REFRESH_TOKEN_SYNTAX, post_form
@@ -108,6 +111,35 @@ def microsoft_consent(
         port=port,
         # Entra matches http://localhost with any port for desktop apps.
         redirect_uri=f"http://localhost:{port}/callback",
+        refresh_variable="MICROSOFT_REFRESH_TOKEN",
+        extra=(("response_mode", "query"), ("prompt", "select_account")),
+        login_hint=login_hint,
+    )
+
+
+def graph_consent(
+    tenant: str,
+    client_id: str,
+    client_secret: Secret,
+    port: int,
+    login_hint: str | None = None,
+) -> ConsentClient:
+    """Microsoft's consent for Graph mail (User.Read, Mail.ReadWrite, Mail.Send, offline_access).
+
+    A confidential client: its secret is sent with the code here and with every refresh after.
+    """
+    if not valid_graph_tenant(tenant):
+        raise ValueError("the Graph tenant must be a tenant UUID or `consumers`")
+    return ConsentClient(
+        provider="Microsoft",
+        authorize_url=MICROSOFT_AUTHORIZE.format(tenant=tenant),
+        token_url=f"https://{MICROSOFT_TOKEN_HOST}{microsoft_token_path(tenant)}",
+        client_id=client_id,
+        client_secret=client_secret,
+        scope=GRAPH_CONSENT_SCOPE,
+        port=port,
+        # The address registered for the app (a web redirect URI matches exactly, port included).
+        redirect_uri=f"http://127.0.0.1:{port}/callback",
         refresh_variable="MICROSOFT_REFRESH_TOKEN",
         extra=(("response_mode", "query"), ("prompt", "select_account")),
         login_hint=login_hint,

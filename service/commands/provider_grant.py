@@ -1,5 +1,5 @@
-"""`angelos google-auth` and `angelos outlook-auth`: the owner's one-time consent, turned into
-the refresh token a gmail or outlook deployment logs in with.
+"""`angelos google-auth`, `outlook-auth` and `microsoft-auth`: the owner's one-time consent,
+turned into the refresh token a gmail, outlook or microsoft (Graph) deployment logs in with.
 
 The command listens on a loopback port, prints the provider's sign-in address, and waits for
 the browser to come back with a code (checked against a random `state`); it redeems the code
@@ -24,6 +24,7 @@ from providers.oauth2.consent import (
     PkcePair,
     authorization_url,
     google_consent,
+    graph_consent,
     microsoft_consent,
     new_pkce,
     new_state,
@@ -35,6 +36,7 @@ from service.config import with_env_file
 from service.config.table.variables import read
 
 DEFAULT_PORT: Final = 8401
+GRAPH_PORT: Final = 8400  # microsoft-auth: its web redirect URI names the port exactly
 DEFAULT_WAIT_S: Final = 600.0
 CALLBACK_PATH: Final = "/callback"
 _DONE_PAGE: Final = (
@@ -47,18 +49,40 @@ class GrantFailed(Exception):
     """The consent did not end in a refresh token; the message says why, without values."""
 
 
+GRANT_COMMANDS: Final = ("google-auth", "outlook-auth", "microsoft-auth")
+_GRAPH_ACCOUNT_HELP: Final = (
+    "MICROSOFT_ACCOUNT_ID is the `id` of the mailbox owner in Microsoft Graph (the answer to"
+    " GET https://graph.microsoft.com/v1.0/me?$select=id,mail,userPrincipalName); this command"
+    " does not call Graph. To read it, sign in as the owner at Graph Explorer"
+    " (https://developer.microsoft.com/graph/graph-explorer) and run that request; for a work or"
+    " school account it is also the user's Object ID in the Microsoft Entra admin center (Users)."
+    " MAIL_USERNAME and MAIL_FROM must be that answer's `mail`.\n\n"
+    "A new MICROSOFT_REFRESH_TOKEN starts a new stored generation of refresh tokens; keep"
+    " MICROSOFT_TOKEN_ENCRYPTION_KEY unchanged.\n"
+)
+
+
 def add_grant_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `google-auth` and `outlook-auth` to the `angelos` command."""
-    for name, what in (
-        ("google-auth", "GOOGLE_CLIENT_ID and GOOGLE_CLIENT_SECRET"),
-        ("outlook-auth", "MICROSOFT_CLIENT_ID, MICROSOFT_TENANT_ID (and MICROSOFT_CLIENT_SECRET)"),
+    """Add `google-auth`, `outlook-auth` and `microsoft-auth` to the `angelos` command."""
+    for name, what, port in (
+        ("google-auth", "GOOGLE_CLIENT_ID and GOOGLE_CLIENT_SECRET", DEFAULT_PORT),
+        (
+            "outlook-auth",
+            "MICROSOFT_CLIENT_ID, MICROSOFT_TENANT_ID (and MICROSOFT_CLIENT_SECRET)",
+            DEFAULT_PORT,
+        ),
+        (
+            "microsoft-auth",
+            "MICROSOFT_CLIENT_ID, MICROSOFT_TENANT_ID and MICROSOFT_CLIENT_SECRET",
+            GRAPH_PORT,
+        ),
     ):
         command = sub.add_parser(
             name,
             help=f"get the refresh token for {name.split('-')[0]} (reads {what})",
             description=__doc__,
         )
-        command.add_argument("--port", type=int, default=DEFAULT_PORT, help="loopback port")
+        command.add_argument("--port", type=int, default=port, help="loopback port")
         command.add_argument(
             "--wait", type=float, default=DEFAULT_WAIT_S, help="seconds to wait for the browser"
         )
@@ -84,6 +108,8 @@ def run_grant(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO)
         f"Put it in {client.refresh_variable} (a secret manager or your private env file), "
         "then check with `angelos check-config`.\n"
     )
+    if args.command == "microsoft-auth":
+        out.write("\n" + _GRAPH_ACCOUNT_HELP)
     out.flush()
     return 0
 
@@ -100,6 +126,12 @@ def _client(
         return google_consent(client_id, Secret(secret), port, login_hint)
     client_id = _required(env, "MICROSOFT_CLIENT_ID", problems)
     tenant = _required(env, "MICROSOFT_TENANT_ID", problems)
+    if command == "microsoft-auth":
+        # Graph's client is confidential: its secret also goes with every refresh.
+        graph_secret = _required(env, "MICROSOFT_CLIENT_SECRET", problems)
+        if client_id is None or tenant is None or graph_secret is None or problems:
+            return None
+        return graph_consent(tenant, client_id, Secret(graph_secret), port, login_hint)
     secret = None
     if env.get("MICROSOFT_CLIENT_SECRET"):
         secret = read(env, "MICROSOFT_CLIENT_SECRET", problems)

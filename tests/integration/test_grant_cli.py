@@ -1,6 +1,7 @@
-"""`angelos google-auth` / `outlook-auth` as the owner runs them: a real subprocess listening on
-loopback, the test as the browser's last hop, and the code redeemed at the test's token endpoint
-(reached through the pinned host names by the test tree's launcher, tests/support/pinned_launch.py).
+"""`angelos google-auth` / `outlook-auth` / `microsoft-auth` as the owner runs them: a real
+subprocess listening on loopback, the test as the browser's last hop, and the code redeemed at the
+test's token endpoint (reached through the pinned host names by the test tree's launcher,
+tests/support/pinned_launch.py).
 """
 
 from __future__ import annotations
@@ -207,3 +208,77 @@ def test_missing_client_settings_are_named(tmp_path: Path) -> None:
     env_file = tmp_path / "empty.env"
     env_file.write_text("")
     assert main(["google-auth", "--env-file", str(env_file)]) == 2
+
+
+MS_TENANT = "8d2f3c1a-1b2c-4d5e-8f90-a1b2c3d4e5f6"
+MS_SECRET = "graph-consent-secret"
+GRAPH_ENV = {
+    "MICROSOFT_CLIENT_ID": MS_CLIENT_ID,
+    "MICROSOFT_TENANT_ID": MS_TENANT,
+    "MICROSOFT_CLIENT_SECRET": MS_SECRET,
+    "MAIL_USERNAME": "owner@contoso.example",
+}
+
+
+async def test_microsoft_consent_asks_for_graph_and_says_where_the_account_id_is(
+    tmp_path: Path, services: Services, endpoint: TokenEndpoint
+) -> None:
+    consent = await start(tmp_path, services, endpoint, "microsoft-auth", GRAPH_ENV)
+    query = consent.query
+    assert consent.url.startswith(
+        f"https://login.microsoftonline.com/{MS_TENANT}/oauth2/v2.0/authorize?"
+    )
+    assert query["redirect_uri"] == f"http://127.0.0.1:{consent.port}/callback"
+    assert query["scope"].split() == [
+        "https://graph.microsoft.com/User.Read",
+        "https://graph.microsoft.com/Mail.ReadWrite",
+        "https://graph.microsoft.com/Mail.Send",
+        "offline_access",
+    ]
+    assert query["code_challenge_method"] == "S256"
+    assert query["login_hint"] == "owner@contoso.example"
+    assert await consent.browser_returns(code="graph-code", state=query["state"]) == 200
+    code, out, err = await consent.finish()
+    assert code == 0, err
+    assert out.count(GRANTED) == 1 and "MICROSOFT_REFRESH_TOKEN" in out
+    assert "MICROSOFT_ACCOUNT_ID is the `id`" in out and "/v1.0/me" in out
+    assert MS_SECRET not in out + err and GRANTED not in err
+    [request] = endpoint.requests
+    form = {name: values[0] for name, values in request.form.items()}
+    assert request.path == f"/{MS_TENANT}/oauth2/v2.0/token"
+    assert (form["grant_type"], form["code"]) == ("authorization_code", "graph-code")
+    assert (form["client_id"], form["client_secret"]) == (MS_CLIENT_ID, MS_SECRET)
+    assert (form["redirect_uri"], form["scope"]) == (query["redirect_uri"], query["scope"])
+    assert s256(form["code_verifier"]) == query["code_challenge"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"MICROSOFT_CLIENT_SECRET": ""}, "MICROSOFT_CLIENT_SECRET: required"),
+        ({"MICROSOFT_TENANT_ID": "common"}, "MICROSOFT_TENANT_ID: must be a tenant UUID"),
+        ({"MICROSOFT_CLIENT_ID": "client"}, "MICROSOFT_CLIENT_ID: must be a UUID"),
+    ],
+)
+def test_microsoft_auth_refuses_incomplete_settings_before_listening(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: dict[str, str], problem: str
+) -> None:
+    from service.cli import main
+
+    env_file = tmp_path / "graph.env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in (GRAPH_ENV | changes).items() if v))
+    env_file.chmod(0o600)
+    assert main(["microsoft-auth", "--env-file", str(env_file)]) == 2
+    err = capsys.readouterr().err
+    assert problem in err and MS_SECRET not in err
+
+
+def test_microsoft_auth_listens_on_port_8400_by_default() -> None:
+    import argparse
+
+    from service.commands.provider_grant import add_grant_commands
+
+    parser = argparse.ArgumentParser()
+    add_grant_commands(parser.add_subparsers(dest="command"))
+    assert parser.parse_args(["microsoft-auth"]).port == 8400
+    assert parser.parse_args(["outlook-auth"]).port == 8401
