@@ -18,6 +18,9 @@ Behaviour modelled from Microsoft's documentation:
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,6 +29,7 @@ import pytest
 import pytest_asyncio
 
 from ledger.dispatch.evidence import Search, search_and_record
+from support.angelos_process import ROOT
 from support.graph_deploy import GraphRig, graph_rig
 from support.graph_double import ApplyThenStatus, Delay, Drop, Status
 from support.inprocess import mcp_client
@@ -194,3 +198,45 @@ async def test_a_smtp_preparation_is_never_sent_through_graph(
         failed, body = await confirm(client, prepared)
         assert failed and "integrity" in str(body), body
     assert [] == send_requests(graph)
+
+
+async def ledger_evidence(graph: GraphRig, env: dict[str, str], pid: str) -> tuple[int, str]:
+    """`angelos ledger evidence PID` as the operator runs it, in a subprocess whose pinned hosts
+    (graph.microsoft.com, login.microsoftonline.com) the test tree's launcher reroutes here."""
+    services = graph.services
+    plan = services.dir / f"routes-{uuid.uuid4().hex[:8]}.json"
+    routes = [
+        ["graph.microsoft.com", 443, "127.0.0.1", graph.double.port],
+        ["login.microsoftonline.com", 443, "127.0.0.1", graph.endpoint.port],
+    ]
+    plan.write_text(json.dumps({"ca_file": str(services.ca_file), "routes": routes}))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "tests" / "support" / "pinned_launch.py"),
+        str(plan),
+        "--",
+        *("ledger", "evidence", pid, "--by", "graph-test"),
+        env={"PATH": "/usr/bin:/bin", "HOME": str(services.dir), **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode() + err.decode()
+
+
+async def test_the_operator_settles_an_unknown_send_by_its_sent_items_copy(graph: GraphRig) -> None:
+    graph.double.inject("POST", "/me/sendMail", ApplyThenStatus(502, "BadGateway"))
+    env = graph.env()
+    async with mcp_client(env) as (client, _):
+        prepared = await prepare(client)
+        await confirm(client, prepared)
+        assert "unknown" == (await status(client, prepared))["status"]
+    code, output = await ledger_evidence(graph, env, prepared["prepared_id"])
+    assert 0 == code, output
+    assert "Graph ID" in output and "recorded outcome_evidence by operator:graph-test" in output
+    async with mcp_client(env) as (client, _):
+        answer = await status(client, prepared)
+    assert ("accepted", "sent_copy") == (answer["status"], answer.get("evidence")), answer
+    assert 1 == len(send_requests(graph)) and 1 == len(graph.double.sent)
