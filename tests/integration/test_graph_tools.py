@@ -371,3 +371,48 @@ async def test_a_refused_access_token_is_replaced_once(graph: GraphRig) -> None:
         graph.double.revoke_tokens()
         await ok(client, "mail_query", {"action": "folders"})
     assert minted + 1 == len(graph.endpoint.minted)
+
+
+async def test_attachments_come_from_the_mime_and_a_large_message_is_read_bounded(
+    graph: GraphRig,
+) -> None:
+    pdf_id = "attachment-small-pdf.202602090940@example.test"
+    big_id = "attachment-over-5mib-total.202602122359@example.test"
+    async with mcp_client(graph.env()) as (client, _):
+        [pdf] = (await search(client, message_id=pdf_id))["messages"]
+        listed = await ok(client, "mail_query", {"action": "read", "reference": pdf["reference"]})
+        got = await ok(
+            client,
+            "mail_query",
+            {"action": "attachment", "reference": pdf["reference"], "index": 1},
+        )
+        assert listed["attachments"][0] == got["attachment"]
+        assert got["data_base64"].startswith("JVBERi")  # %PDF
+        [big] = (await search(client, message_id=big_id))["messages"]
+        read = await ok(client, "mail_query", {"action": "read", "reference": big["reference"]})
+        assert read["truncated"] is True and read["warnings"], read
+
+
+async def test_a_rotated_refresh_token_is_the_next_one_sent_and_is_stored_encrypted(
+    graph: GraphRig,
+) -> None:
+    rotated: list[str] = []
+
+    def rotate() -> str:
+        rotated.append(f"M.rotated-{uuid.uuid4().hex}")
+        return rotated[-1]
+
+    graph.endpoint.returned_refresh_token = rotate
+    env = graph.env()
+    async with mcp_client(env) as (client, app):
+        await ok(client, "mail_query", {"action": "folders"})
+        graph.double.revoke_tokens()  # the next call needs a new access token
+        await ok(client, "mail_query", {"action": "folders"})
+        assert app.sending.store is not None
+        redis = app.sending.store.client
+        keys = [k async for k in redis.scan_iter(match="angelos:microsoft:refresh:v1:*")]
+        stored = [await redis.get(k) for k in keys]
+    sent = [r.form["refresh_token"][0] for r in graph.endpoint.requests]
+    assert [env["MICROSOFT_REFRESH_TOKEN"], rotated[0]] == sent[-2:]
+    assert rotated[-1].encode() not in b"".join(v for v in stored if isinstance(v, bytes))
+    assert any(isinstance(v, bytes) and v.startswith(b"v1.") for v in stored)
