@@ -101,19 +101,10 @@ def microsoft_consent(
     """Microsoft's consent for Outlook IMAP and SMTP, with offline_access."""
     if not valid_tenant(tenant):
         raise ValueError("the Microsoft tenant must be a GUID, a domain name or a well-known name")
-    return ConsentClient(
-        provider="Microsoft",
-        authorize_url=MICROSOFT_AUTHORIZE.format(tenant=tenant),
-        token_url=f"https://{MICROSOFT_TOKEN_HOST}{microsoft_token_path(tenant)}",
-        client_id=client_id,
-        client_secret=client_secret,
-        scope=OUTLOOK_GRANT_SCOPE,
-        port=port,
-        # Entra matches http://localhost with any port for desktop apps.
-        redirect_uri=f"http://localhost:{port}/callback",
-        refresh_variable="MICROSOFT_REFRESH_TOKEN",
-        extra=(("response_mode", "query"), ("prompt", "select_account")),
-        login_hint=login_hint,
+    # Entra matches http://localhost with any port for desktop apps.
+    redirect = f"http://localhost:{port}/callback"
+    return _microsoft(
+        tenant, client_id, client_secret, OUTLOOK_GRANT_SCOPE, port, redirect, login_hint
     )
 
 
@@ -130,16 +121,32 @@ def graph_consent(
     """
     if not valid_graph_tenant(tenant):
         raise ValueError("the Graph tenant must be a tenant UUID or `consumers`")
+    # The address registered for the app (a web redirect URI matches exactly, port included).
+    redirect = f"http://127.0.0.1:{port}/callback"
+    return _microsoft(
+        tenant, client_id, client_secret, GRAPH_CONSENT_SCOPE, port, redirect, login_hint
+    )
+
+
+def _microsoft(
+    tenant: str,
+    client_id: str,
+    client_secret: Secret | None,
+    scope: str,
+    port: int,
+    redirect_uri: str,
+    login_hint: str | None,
+) -> ConsentClient:
+    """A consent on a tenant's v2.0 endpoints, for the refresh token in MICROSOFT_REFRESH_TOKEN."""
     return ConsentClient(
         provider="Microsoft",
         authorize_url=MICROSOFT_AUTHORIZE.format(tenant=tenant),
         token_url=f"https://{MICROSOFT_TOKEN_HOST}{microsoft_token_path(tenant)}",
         client_id=client_id,
         client_secret=client_secret,
-        scope=GRAPH_CONSENT_SCOPE,
+        scope=scope,
         port=port,
-        # The address registered for the app (a web redirect URI matches exactly, port included).
-        redirect_uri=f"http://127.0.0.1:{port}/callback",
+        redirect_uri=redirect_uri,
         refresh_variable="MICROSOFT_REFRESH_TOKEN",
         extra=(("response_mode", "query"), ("prompt", "select_account")),
         login_hint=login_hint,

@@ -127,6 +127,22 @@ def microsoft_grant(
     """A Microsoft identity platform (v2.0) refresh grant for Outlook IMAP and SMTP."""
     if not valid_tenant(tenant):
         raise ValueError("the Microsoft tenant must be a GUID, a domain name or a well-known name")
+    outlook = (OUTLOOK_IMAP_SCOPE, OUTLOOK_SMTP_SCOPE)
+    return _microsoft(tenant, client_id, client_secret, refresh_token, OUTLOOK_GRANT_SCOPE, outlook)
+
+
+def _microsoft(
+    tenant: str,
+    client_id: str,
+    client_secret: Secret | None,
+    refresh_token: Secret,
+    form_scope: str,
+    required: tuple[str, ...],
+    *,
+    recovery: str = MICROSOFT_RECOVERY,
+    scope_rule: ScopeRule = "exact",
+) -> RefreshGrant:
+    """A v2.0 grant on a tenant's token endpoint; Microsoft always rotates refresh tokens."""
     return RefreshGrant(
         provider="Microsoft",
         token_host=MICROSOFT_TOKEN_HOST,
@@ -134,10 +150,11 @@ def microsoft_grant(
         client_id=client_id,
         client_secret=client_secret,
         refresh_token=refresh_token,
-        form_scope=OUTLOOK_GRANT_SCOPE,
-        required_scopes=(OUTLOOK_IMAP_SCOPE, OUTLOOK_SMTP_SCOPE),
+        form_scope=form_scope,
+        required_scopes=required,
         rotates_refresh_token=True,
-        recovery=MICROSOFT_RECOVERY,
+        recovery=recovery,
+        scope_rule=scope_rule,
     )
 
 
@@ -152,16 +169,7 @@ def graph_grant(
     """A Microsoft identity platform (v2.0) refresh grant for Microsoft Graph mail."""
     if not valid_graph_tenant(tenant):
         raise ValueError("the Graph tenant must be a tenant UUID or `consumers`")
-    return RefreshGrant(
-        provider="Microsoft",
-        token_host=MICROSOFT_TOKEN_HOST,
-        token_path=microsoft_token_path(tenant),
-        client_id=client_id,
-        client_secret=client_secret,
-        refresh_token=refresh_token,
-        form_scope=GRAPH_REFRESH_SCOPE,
-        required_scopes=GRAPH_SCOPES,
-        rotates_refresh_token=True,
-        recovery=GRAPH_RECOVERY,
-        scope_rule="graph",
-    )
+    return _microsoft(
+        tenant, client_id, client_secret, refresh_token, GRAPH_REFRESH_SCOPE, GRAPH_SCOPES,
+        recovery=GRAPH_RECOVERY, scope_rule="graph",
+    )  # fmt: skip
