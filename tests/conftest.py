@@ -3,9 +3,10 @@
 import signal
 from types import FrameType
 
+from support.graph_deploy import graph
 from support.services import rig, services
 
-__all__ = ["rig", "services"]
+__all__ = ["graph", "rig", "services"]
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -10,38 +10,17 @@ Microsoft: live Graph is checked only by scripts/graph-smoke.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from support.graph_deploy import GraphRig, graph_rig
+from support.graph_deploy import GraphRig, call, ok
 from support.graph_double import Status
 from support.inprocess import mcp_client
-from support.services import Services
 
 pytestmark = pytest.mark.services
 
 WELCOME_ID = "plain-welcome.202601050912@example.test"
-
-
-@pytest_asyncio.fixture
-async def graph(services: Services) -> AsyncIterator[GraphRig]:
-    """The token endpoint and the Graph double for one test."""
-    async with graph_rig(services) as rig:
-        yield rig
-
-
-async def call(client: Any, tool: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-    result = await client.call_tool(tool, arguments)
-    return bool(result.is_error), result.structured_content
-
-
-async def ok(client: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    failed, body = await call(client, tool, arguments)
-    assert not failed, body
-    return body
 
 
 async def refused(client: Any, tool: str, arguments: dict[str, Any], code: str) -> dict[str, Any]:

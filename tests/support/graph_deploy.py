@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import pytest_asyncio
+
 from support.graph_double import GraphDouble, graph_double
 from support.services import MAILBOX_VARS, Services
 from support.token_endpoint import TokenEndpoint, TokenRequest, token_endpoint
@@ -62,6 +64,26 @@ class GraphRig:
             for e in self.double.exchanges
             if e.method == method and e.route.startswith(route_prefix)
         ]
+
+
+async def call(client: Any, tool: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Call one tool: (is it an error, its structured content)."""
+    result = await client.call_tool(tool, arguments)
+    return bool(result.is_error), result.structured_content
+
+
+async def ok(client: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Call one tool that must succeed."""
+    failed, body = await call(client, tool, arguments)
+    assert not failed, body
+    return body
+
+
+@pytest_asyncio.fixture
+async def graph(services: Services) -> AsyncIterator[GraphRig]:
+    """The token endpoint and the Graph double for one test."""
+    async with graph_rig(services) as rig:
+        yield rig
 
 
 @contextlib.asynccontextmanager
