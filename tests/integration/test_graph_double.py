@@ -17,7 +17,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -753,8 +753,21 @@ async def test_msgraph_sdk_accepts_one_exchange_of_every_endpoint(
     assert 202 == sent.status, sent.body  # E14
     assert 204 == (await graph.call("DELETE", f"/me/messages/{moved.json['id']}")).status  # E15
     assert 404 == (await graph.call("GET", f"/me/messages/{moved.json['id']}")).status
-    report = check_against_sdk(double.exchanges, tmp_path)
-    assert report.ok, "\n".join(report.problems()) or report.output
-    assert 18 == len(double.exchanges) == report.requests_checked
-    assert 15 == report.responses_checked == sum(1 for e in double.exchanges if e.model)
     assert [] == double.strays
+    # Two tampered copies show the referee is awake: a member Message does not have, and an
+    # OData option without its "$".
+    [single] = [e for e in double.exchanges if e.model == "Message" and e.method == "GET"]
+    answer = {**json.loads(single.response_body), "importanceLevel": "high"}
+    tampered = [
+        replace(single, response_body=json.dumps(answer).encode()),
+        replace(double.exchanges[0], query=[("select", "id,mail,userPrincipalName")]),
+    ]
+    report = check_against_sdk([*double.exchanges, *tampered], tmp_path)
+    # 18 real requests (15 with JSON answers) and the tampered answer; the request whose query
+    # the SDK cannot make is not built, so not counted.
+    assert (19, 17) == (report.requests_checked, report.responses_checked)
+    assert 15 == sum(1 for e in double.exchanges if e.model)
+    failed = {r["index"]: r["problems"] for r in report.results if not r["ok"]}
+    assert [18, 19] == sorted(failed), report.problems()
+    assert "'importanceLevel' is no member of Message" in failed[18][0]
+    assert "no query option 'select'" in failed[19][0]
