@@ -32,8 +32,10 @@ from support.graph_double import (
     Delay,
     Drop,
     GraphDouble,
+    SdkUnavailable,
     Status,
     check_against_sdk,
+    contract,
     graph_double,
 )
 from support.imap import close_session, ok
@@ -771,3 +773,11 @@ async def test_msgraph_sdk_accepts_one_exchange_of_every_endpoint(
     assert [18, 19] == sorted(failed), report.problems()
     assert "'importanceLevel' is no member of Message" in failed[18][0]
     assert "no query option 'select'" in failed[19][0]
+
+
+def test_a_missing_referee_is_an_error_not_a_skip(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(contract, "SDK_PYTHON", tmp_path / "no-venv" / "python")
+    with pytest.raises(SdkUnavailable, match="scripts/bootstrap"):
+        check_against_sdk([], tmp_path)

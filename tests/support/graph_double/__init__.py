@@ -11,7 +11,7 @@ how). A test controls tokens, identity, paging and faults, and reads every excha
 """
 
 from support.graph_double.app import ACCOUNT_ID, GRAPH_HOST, GraphDouble, Identity, graph_double
-from support.graph_double.contract import SdkReport, check_against_sdk
+from support.graph_double.contract import SdkReport, SdkUnavailable, check_against_sdk
 from support.graph_double.faults import ApplyThenStatus, Delay, Drop, Exchange, Fault, Status
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "GraphDouble",
     "Identity",
     "SdkReport",
+    "SdkUnavailable",
     "Status",
     "check_against_sdk",
     "graph_double",
