@@ -10,9 +10,6 @@ configured exactly as an owner would configure them.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,8 +19,8 @@ import pytest_asyncio
 
 from providers.netsafety import reroute_for_tests
 from providers.oauth2.profiles import OUTLOOK_IMAP_SCOPE, OUTLOOK_SMTP_SCOPE
-from support.angelos_process import ROOT
 from support.inprocess import ALL_SCOPES, mcp_client
+from support.pinned_process import run_pinned
 from support.rig_mailbox import SENT_MAIL, copies_in, rig_imap
 from support.services import MAILBOX_VARS, Services, XOAuth2Rig
 from support.smtp_sink import transactions
@@ -247,30 +244,11 @@ async def ledger_evidence(
 ) -> tuple[int, str]:
     """`angelos ledger evidence PID` as the operator runs it, the pinned hosts rerouted by the
     test tree's launcher (a subprocess: its token requests reach this test's endpoint)."""
-    plan = services.dir / f"routes-{uuid.uuid4().hex[:8]}.json"
-    routes = [
-        ["imap.gmail.com", 993, "127.0.0.1", rig.imap_port],
-        ["oauth2.googleapis.com", 443, "127.0.0.1", endpoint.port],
-    ]
-    plan.write_text(json.dumps({"ca_file": str(services.ca_file), "routes": routes}))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "tests" / "support" / "pinned_launch.py"),
-        str(plan),
-        "--",
-        "ledger",
-        "evidence",
-        pid,
-        "--by",
-        "rig-test",
-        env={"PATH": "/usr/bin:/bin", "HOME": str(services.dir), **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    routes = [("imap.gmail.com", 993, rig.imap_port), ("oauth2.googleapis.com", 443, endpoint.port)]
+    code, out, err = await run_pinned(
+        services, routes, env, "ledger", "evidence", pid, "--by", "rig-test"
     )
-    async with asyncio.timeout(60):
-        out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode() + err.decode()
+    return code, out + err
 
 
 @pytest.mark.parametrize(("recipient", "found"), [("drop", True), ("vanish", False)])

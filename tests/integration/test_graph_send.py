@@ -18,19 +18,16 @@ Behaviour modelled from Microsoft's documentation:
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 import uuid
 from typing import Any
 
 import pytest
 
 from ledger.dispatch.evidence import Search, search_and_record
-from support.angelos_process import ROOT
 from support.graph_deploy import GraphRig, call, ok
 from support.graph_double import ApplyThenStatus, Delay, Drop, Status
 from support.inprocess import mcp_client
+from support.pinned_process import run_pinned
 from support.services import Services
 
 pytestmark = pytest.mark.services
@@ -181,29 +178,12 @@ async def test_a_smtp_preparation_is_never_sent_through_graph(
 
 
 async def ledger_evidence(graph: GraphRig, env: dict[str, str], pid: str) -> tuple[int, str]:
-    """`angelos ledger evidence PID` as the operator runs it, in a subprocess whose pinned hosts
-    (graph.microsoft.com, login.microsoftonline.com) the test tree's launcher reroutes here."""
-    services = graph.services
-    plan = services.dir / f"routes-{uuid.uuid4().hex[:8]}.json"
-    routes = [
-        ["graph.microsoft.com", 443, "127.0.0.1", graph.double.port],
-        ["login.microsoftonline.com", 443, "127.0.0.1", graph.endpoint.port],
-    ]
-    plan.write_text(json.dumps({"ca_file": str(services.ca_file), "routes": routes}))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "tests" / "support" / "pinned_launch.py"),
-        str(plan),
-        "--",
-        *("ledger", "evidence", pid, "--by", "graph-test"),
-        env={"PATH": "/usr/bin:/bin", "HOME": str(services.dir), **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    """`angelos ledger evidence PID` as the operator runs it, in a subprocess that reaches the
+    doubles through the pinned hosts."""
+    code, out, err = await run_pinned(
+        graph.services, graph.routes(), env, "ledger", "evidence", pid, "--by", "graph-test"
     )
-    async with asyncio.timeout(60):
-        out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode() + err.decode()
+    return code, out + err
 
 
 async def test_the_operator_settles_an_unknown_send_by_its_sent_items_copy(graph: GraphRig) -> None:

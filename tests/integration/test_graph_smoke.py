@@ -7,18 +7,14 @@ through the test tree's launcher, tests/support/pinned_script.py.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from support.angelos_process import ROOT
-from support.graph_deploy import CLIENT_SECRET, GraphRig, graph_rig
-from support.services import Services
+from support.graph_deploy import CLIENT_SECRET, GraphRig
+from support.pinned_process import run_pinned
 
 pytestmark = pytest.mark.services
 
@@ -27,32 +23,11 @@ LAUNCH = ROOT / "tests" / "support" / "pinned_script.py"
 READ_STEPS = ["capabilities", "folders", "search", "search_next", "read", "read_many", "sent_items"]
 
 
-@pytest_asyncio.fixture
-async def graph(services: Services) -> AsyncIterator[GraphRig]:
-    """The token endpoint and the Graph double for one test."""
-    async with graph_rig(services) as rig:
-        yield rig
-
-
 async def smoke(graph: GraphRig, env: dict[str, str], *args: str) -> tuple[int, str, str]:
     """Run scripts/graph-smoke with `args` through the launcher; its status, stdout and stderr."""
-    services = graph.services
-    plan = services.dir / f"routes-{uuid.uuid4().hex[:8]}.json"
-    routes = [
-        ["graph.microsoft.com", 443, "127.0.0.1", graph.double.port],
-        ["login.microsoftonline.com", 443, "127.0.0.1", graph.endpoint.port],
-    ]
-    plan.write_text(json.dumps({"ca_file": str(services.ca_file), "routes": routes}))
-    proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, str(LAUNCH), str(plan), "--", str(SCRIPT), *args),
-        env={"PATH": "/usr/bin:/bin", "HOME": str(services.dir), **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    return await run_pinned(
+        graph.services, graph.routes(), env, str(SCRIPT), *args, launcher=str(LAUNCH)
     )
-    async with asyncio.timeout(60):
-        out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 def steps(out: str) -> list[tuple[str, str]]:

@@ -57,6 +57,13 @@ class GraphRig:
             **extra,
         }
 
+    def routes(self) -> list[tuple[str, int, int]]:
+        """The pinned hosts a subprocess must reach here: Graph and the token endpoint."""
+        return [
+            ("graph.microsoft.com", 443, self.double.port),
+            ("login.microsoftonline.com", 443, self.endpoint.port),
+        ]
+
     def requests(self, method: str, route_prefix: str) -> list[Any]:
         """The double's exchanges with this method whose path starts with `route_prefix`."""
         return [
