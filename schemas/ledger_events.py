@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Final, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from schemas.submission import SmtpRejectReason
+from schemas.submission import NetworkStage, SmtpRejectReason
 
 # ---------------------------------------------------------------------------------------------
 # Scalars of the canonical form
@@ -37,15 +37,7 @@ GraphId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_=-]{1,1024}$")]
 
 Transport = Literal["smtp", "microsoft_graph"]
 PrepareAction = Literal["new", "reply", "reply_all", "forward", "draft"]
-SmtpStage = Literal[
-    "not_attempted",
-    "connection",
-    "authentication",
-    "envelope",
-    "data",
-    "acknowledgement",
-    "graph_submission",
-]
+SmtpStage = Literal["not_attempted", NetworkStage]
 PublicStatus = Literal["prepared", "sending", "accepted", "rejected", "unknown", "expired"]
 SentFiling = Literal["pending", "saved", "failed", "unknown", "skipped"]
 

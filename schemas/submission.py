@@ -13,20 +13,13 @@ from typing import Literal, get_args
 
 from msgspec import Struct
 
-# Where a submission that was not accepted ended: "validation" for checks that run before any
-# network, then the SMTP stages up to the reply to the end-of-data marker, or Graph's one send
-# request ("graph_submission").
-SubmissionStage = Literal[
-    "validation",
-    "connection",
-    "authentication",
-    "envelope",
-    "data",
-    "acknowledgement",
-    "graph_submission",
-]
 # The stage whose request can submit the message: past its commit point, never repeated.
 FinalStage = Literal["acknowledgement", "graph_submission"]
+# The network stages of a submission: the SMTP ones up to the reply to the end-of-data marker,
+# or Graph's one send request.
+NetworkStage = Literal["connection", "authentication", "envelope", "data", FinalStage]
+# Where a submission that was not accepted ended: "validation" for checks before any network.
+SubmissionStage = Literal["validation", NetworkStage]
 NOT_SENT_STAGES = frozenset(get_args(SubmissionStage))
 # smtp_rejected.reason: the part an SMTP submission itself can report.
 SmtpRejectReason = Literal[
