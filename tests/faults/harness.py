@@ -36,6 +36,14 @@ FAST = {
 }
 GRACE_MS = 68_000
 OWNER = "fault-owner"
+FAULT_SERVER = Path(__file__).with_name("fault_server.py")
+
+
+def _through_fault_server(env: Mapping[str, str]) -> bool:
+    """Whether `angelos` must start through fault_server.py: to install the fault's checkpoint
+    (TEST_FAULT_POINT), or to reroute the pinned hosts of a Graph deployment to the test's
+    doubles (TEST_PINNED_ROUTES)."""
+    return "TEST_FAULT_POINT" in env or "TEST_PINNED_ROUTES" in env
 
 
 def server_env(services: Services, namespace: str, **extra: str) -> dict[str, str]:
@@ -63,8 +71,8 @@ class Server:
             "serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port),
             "--insecure-local-owner", OWNER,
         )  # fmt: skip
-        if "TEST_FAULT_POINT" in env:  # the entry point that installs the fault's checkpoint
-            command[1:3] = [str(Path(__file__).with_name("fault_server.py"))]
+        if _through_fault_server(env):
+            command[1:3] = [str(FAULT_SERVER)]
         self.proc = subprocess.Popen(
             command,
             env=clean_env(env),
@@ -191,8 +199,11 @@ def ledger_cli(
     env: Mapping[str, str], *args: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """Run `angelos ledger …` with the servers' environment."""
+    command = angelos_command("ledger", *args)
+    if "TEST_PINNED_ROUTES" in env:  # a Graph deployment's command may reach the doubles
+        command[1:3] = [str(FAULT_SERVER)]
     return subprocess.run(
-        angelos_command("ledger", *args),
+        command,
         env=clean_env(env),
         cwd=ROOT,
         capture_output=True,
