@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from support.angelos_process import free_port
 from support.graph_deploy import GraphRig, call, ok
 from support.graph_double import Status
 from support.inprocess import mcp_client
@@ -395,3 +396,18 @@ async def test_a_rotated_refresh_token_is_the_next_one_sent_and_is_stored_encryp
     assert [env["MICROSOFT_REFRESH_TOKEN"], rotated[0]] == sent[-2:]
     assert rotated[-1].encode() not in b"".join(v for v in stored if isinstance(v, bytes))
     assert any(isinstance(v, bytes) and v.startswith(b"v1.") for v in stored)
+
+
+async def test_an_unreachable_store_fails_closed_before_any_token_request(
+    graph: GraphRig,
+) -> None:
+    env = graph.env(ANGELOS_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    async with mcp_client(env) as (client, app):
+        assert not app.sending.usable  # no durable store: sending is off
+        body = await refused(client, "mail_query", {"action": "folders"}, "service_unavailable")
+        await refused(
+            client, "mail_prepare", {"action": "new", "message": {"to": ["a@b.test"]}},
+            "deployment_disabled",
+        )  # fmt: skip
+    assert "token" in body["error"].lower() or "store" in body["error"].lower(), body
+    assert (0, []) == (graph.endpoint.count, graph.double.exchanges)
