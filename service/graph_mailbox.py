@@ -12,8 +12,8 @@ from typing import Final
 
 import redis.asyncio as aioredis
 
+from providers.graph.account import GraphSettings
 from providers.graph.mailbox import GraphMailbox
-from providers.graph.settings import GraphSettings
 from providers.oauth2.rotation import RotationStore, StoredToken
 from schemas.errors import ServiceUnavailable
 from schemas.secret import Secret

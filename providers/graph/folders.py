@@ -6,9 +6,9 @@ import asyncio
 import re
 from typing import Final
 
+from providers.graph.account import PROVIDER
 from providers.graph.answers import get, read_body
 from providers.graph.http import ME, GraphHttp
-from providers.graph.settings import PROVIDER
 from providers.graph.wire import FolderPage, MailFolder, decode
 from schemas import errors
 from schemas.mailbox import Folder, ServerCapabilities

@@ -7,10 +7,9 @@ from contextlib import asynccontextmanager
 from typing import Final, Literal
 
 from providers.graph import folders, messages, search, sent_copy, writes
-from providers.graph.cursor import decode_cursor
+from providers.graph.account import GraphSettings, check_identity
 from providers.graph.http import GraphHttp
-from providers.graph.identity import check_identity
-from providers.graph.settings import GraphSettings
+from providers.graph.search import decode_cursor
 from providers.mailbox import Appended, RawMessage, SentCopy
 from schemas import errors
 from schemas.mailbox import Folder, Reference, ServerCapabilities

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from providers.graph.account import PROVIDER, GraphSettings
 from providers.graph.answers import get, read_body
 from providers.graph.http import ME, GraphHttp
-from providers.graph.settings import PROVIDER, GraphSettings
 from providers.graph.summaries import flags_of, moment
 from providers.graph.wire import Message, decode
 from providers.mailbox import RAW_PREFIX, RawMessage

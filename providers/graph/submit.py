@@ -26,9 +26,8 @@ from contextlib import asynccontextmanager
 from email import errors as email_errors
 from typing import Final, Literal
 
+from providers.graph.account import GraphSettings, check_identity
 from providers.graph.http import ME, ExchangeLost, GraphHttp, Kind
-from providers.graph.identity import check_identity
-from providers.graph.settings import GraphSettings
 from providers.mime.compose.limits import MAX_GRAPH_MESSAGE_BYTES
 from providers.smtp.validation import envelope_is_valid, same_mailbox
 from schemas.errors import MailError

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from providers.graph.account import PROVIDER
 from providers.graph.folders import GRAPH_ID
-from providers.graph.settings import PROVIDER
 from providers.graph.wire import Message, Recipient
 from providers.mime.compose.preview import rfc3339
 from schemas import errors

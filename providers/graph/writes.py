@@ -13,11 +13,11 @@ from typing import Final, Literal
 
 import msgspec
 
+from providers.graph.account import GraphSettings
 from providers.graph.answers import applied_or_not, read_failure
 from providers.graph.folders import GRAPH_ID, folder_path
 from providers.graph.http import ME, Answer, ExchangeLost, GraphHttp, Kind
 from providers.graph.messages import current
-from providers.graph.settings import GraphSettings
 from providers.graph.summaries import flags_of, reference_of
 from providers.graph.wire import MailFolder, Message, decode
 from providers.mailbox import Appended

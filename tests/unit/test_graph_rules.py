@@ -11,9 +11,16 @@ import msgspec
 import pytest
 
 from providers.graph.answers import applied_or_not, read_failure
-from providers.graph.cursor import continuation, decode_cursor, encode_cursor
 from providers.graph.http import MAX_JSON_BYTES, Answer, Kind, _retry_after, retry_after_of
-from providers.graph.search import header_match, odata_string, page_params, server_filter
+from providers.graph.search import (
+    continuation,
+    decode_cursor,
+    encode_cursor,
+    header_match,
+    odata_string,
+    page_params,
+    server_filter,
+)
 from providers.graph.submit import graph_submission_is_valid
 from providers.graph.summaries import flags_of, reference_of, summary_of
 from providers.graph.wire import Message, MessagePage, decode
