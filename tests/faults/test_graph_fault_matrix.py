@@ -193,7 +193,10 @@ def test_recovery_searched_sent_items_and_recorded_only_what_graph_queued(
     matrix: Run, row: Row
 ) -> None:
     outcome = matrix.reached(row)
-    assert 1 == outcome.seen.searches  # once: the next search is 15 minutes on, or none is needed
+    # Searched in one pass only (the next is 15 minutes on, or none is needed). Two recovering
+    # processes of one namespace (resumed dispatchers beside the live server) may both search
+    # that pass before either records: a search only reads, and the record is fenced (once).
+    assert 1 <= outcome.seen.searches <= 2
     found = outcome.of("outcome_evidence")
     if not row.evidence:
         assert [] == found
