@@ -172,14 +172,16 @@ class GraphHttp:
             raise lost
 
     async def _session_for(self, kind: Kind) -> aiohttp.ClientSession:
+        pooled = self._session
+        if kind is not Kind.SEND and pooled is not None and not pooled.closed:
+            return pooled  # its TLS context is already loaded
         try:  # the first call reads the system's roots from disk: not on the loop
             context = await off_loop(tls_context, None)
         except (OSError, ssl.SSLError):
             raise ServiceUnavailable("the system's CA certificates cannot be loaded") from None
         if kind is Kind.SEND:
             return _new_session(context, self.timeout_s, keep_alive=False)
-        if self._session is None or self._session.closed:
-            self._session = _new_session(context, self.timeout_s, keep_alive=True)
+        self._session = _new_session(context, self.timeout_s, keep_alive=True)
         return self._session
 
     async def aclose(self) -> None:
