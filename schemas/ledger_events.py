@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Final, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from schemas.submission import NetworkStage, SmtpRejectReason
+from schemas.submission import FinalStage, MaybeSentCause, NetworkStage, SmtpRejectReason
 
 # ---------------------------------------------------------------------------------------------
 # Scalars of the canonical form
@@ -151,16 +151,8 @@ class SmtpOutcomeUnknown(_Data, frozen=True, forbid_unknown_fields=True, kw_only
     """The submission may or may not have been accepted; never resend."""
 
     TYPE = "smtp_outcome_unknown"
-    stage: Literal["acknowledgement", "graph_submission"]
-    cause: Literal[
-        "final_reply_timeout",
-        "connection_lost",
-        "malformed_reply",
-        "http_5xx",
-        "http_unexpected_status",
-        "transport_error",
-        "internal_error",
-    ]
+    stage: FinalStage
+    cause: Literal[MaybeSentCause, "internal_error"]
 
 
 class SentFilingStarted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
