@@ -16,6 +16,7 @@ from schemas.ledger import Event, InvalidTransition
 from schemas.ledger_events import (
     ANNOTATION_TYPES,
     DISPATCH_TERMINAL_TYPES,
+    Approved,
     Claimed,
     EventData,
     OperatorResolution,
@@ -26,10 +27,12 @@ from schemas.ledger_events import (
     SmtpAttemptStarted,
     SmtpCommitPoint,
 )
+from schemas.send_policy import accepts
 
 State = Literal[
     "NONE",
     "PREPARED",
+    "APPROVED",
     "CLAIMED",
     "ATTEMPTING",
     "COMMITTED",
@@ -47,8 +50,19 @@ TERMINAL_STATES: Final = frozenset({"REJECTED", "UNKNOWN", "EVIDENCED", "EXPIRED
 # the claim, recovery needs an actor of kind `recovery:` (plus, in Redis, lease and grace), and
 # a quarantine needs that actor too (plus, in Redis, a recorded rollback halt).
 # An operator's resolution needs an actor of kind `operator:`; evidence that an unknown send was
-# accepted needs one of kind `recovery:` or `operator:`.
-Need = Literal["", "deadline", "append_sent", "recovery", "halted", "operator", "evidence"]
+# accepted needs one of kind `recovery:` or `operator:`. An approval needs a preparation that
+# requires one, of the kind given; a claim straight from PREPARED needs one that requires none.
+Need = Literal[
+    "",
+    "deadline",
+    "append_sent",
+    "recovery",
+    "halted",
+    "operator",
+    "evidence",
+    "approval",
+    "unapproved",
+]
 
 Guard = tuple[tuple[str, tuple[str, ...]], ...]  # every (field, allowed values) must hold
 
@@ -71,8 +85,13 @@ _PRE_TERMINATOR = ("not_attempted", "connection", "authentication", "envelope", 
 
 TRANSITIONS: Final[dict[tuple[State, str], Rule]] = {
     ("NONE", "prepared"): Rule("PREPARED"),
-    ("PREPARED", "claimed"): Rule("CLAIMED"),
+    ("PREPARED", "claimed"): Rule("CLAIMED", need="unapproved"),
     ("PREPARED", "expired"): Rule("EXPIRED", need="deadline"),
+    # Human approval, when the preparation requires it: frozen at prepare, so neither a restart
+    # under another setting nor a race can claim without it.
+    ("PREPARED", "approved"): Rule("APPROVED", need="approval"),
+    ("APPROVED", "claimed"): Rule("CLAIMED"),
+    ("APPROVED", "expired"): Rule("EXPIRED", need="deadline"),
     ("CLAIMED", "dispatch_aborted"): Rule("REJECTED"),
     ("CLAIMED", "smtp_attempt_started"): Rule("ATTEMPTING"),
     ("CLAIMED", "recovery_classified"): Rule(
@@ -114,6 +133,7 @@ TRANSITIONS: Final[dict[tuple[State, str], Rule]] = {
     # After a rollback an open send's recorded state may be older than the truth: it ends as
     # unknown, is never claimed again and is never classified as "provably not sent".
     ("PREPARED", "rollback_quarantined"): _quarantine("prepared"),
+    ("APPROVED", "rollback_quarantined"): _quarantine("approved"),
     ("CLAIMED", "rollback_quarantined"): _quarantine("claimed"),
     ("ATTEMPTING", "rollback_quarantined"): _quarantine("smtp_attempt_started"),
     ("COMMITTED", "rollback_quarantined"): _quarantine("smtp_commit_point"),
@@ -129,6 +149,12 @@ TRANSITIONS: Final[dict[tuple[State, str], Rule]] = {
         for settled in ("ACCEPTED", "FILED", "REJECTED", "UNKNOWN", "EVIDENCED", "EXPIRED")
     },
 }
+# The states a claim may start from: an unclaimed preparation, approved or not.
+UNCLAIMED: Final = frozenset(s for (s, kind) in TRANSITIONS if kind == "claimed")
+# Open: unclaimed, or a dispatch or Sent filing recovery has yet to settle.
+OPEN: Final = UNCLAIMED | {"CLAIMED", "ATTEMPTING", "COMMITTED", "FILING"}
+# What a detected rollback may end: every open state before the provider's answer.
+QUARANTINABLE: Final = frozenset(s for (s, kind) in TRANSITIONS if kind == "rollback_quarantined")
 # The states whose sends await a search for evidence (recovery's work list in the store).
 AWAITS_EVIDENCE: Final = frozenset(s for (s, kind) in TRANSITIONS if kind == "outcome_evidence")
 # While a rollback halt is recorded the store refuses these events: each would either start a
@@ -137,6 +163,7 @@ AWAITS_EVIDENCE: Final = frozenset(s for (s, kind) in TRANSITIONS if kind == "ou
 HALT_BLOCKED: Final = frozenset(
     {
         "prepared",
+        "approved",
         "claimed",
         "smtp_attempt_started",
         "smtp_commit_point",
@@ -151,6 +178,7 @@ class Lifecycle(Struct, frozen=True, kw_only=True):
 
     state: State = "NONE"
     prepared: Prepared | None = None
+    approved: Approved | None = None
     claimed: Claimed | None = None
     claimed_srv_ms: int | None = None
     attempt: SmtpAttemptStarted | None = None
@@ -239,6 +267,25 @@ def _check_need(lifecycle: Lifecycle, rule: Rule, event: Event, srv_ms: int | No
         raise InvalidTransition(state, kind, "only an operator may resolve a send")
     elif rule.need == "evidence" and not event.actor.startswith(("recovery:", "operator:")):
         raise InvalidTransition(state, kind, "only recovery or an operator may record evidence")
+    elif rule.need in ("approval", "unapproved"):
+        _check_approval(lifecycle, rule, event)
+
+
+def _check_approval(lifecycle: Lifecycle, rule: Rule, event: Event) -> None:
+    state, kind = lifecycle.state, event.type
+    prepared = lifecycle.prepared
+    required = None if prepared is None or isinstance(prepared.approval, UnsetType) else (
+        prepared.approval
+    )
+    if rule.need == "unapproved":
+        if required is not None:
+            raise InvalidTransition(state, kind, "the preparation requires an approval first")
+        return
+    data = event.data
+    if required is None or not isinstance(data, Approved) or not accepts(required, data.mode):
+        raise InvalidTransition(state, kind, "the preparation requires no approval of this kind")
+    if not event.actor.startswith("api:"):
+        raise InvalidTransition(state, kind, "only the service records an approval")
 
 
 def _record(lifecycle: Lifecycle, to: State, event: Event, srv_ms: int | None) -> Lifecycle:
@@ -254,6 +301,10 @@ def _record(lifecycle: Lifecycle, to: State, event: Event, srv_ms: int | None) -
     if isinstance(data, Prepared):
         return replace(
             lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, prepared=data
+        )
+    if isinstance(data, Approved):
+        return replace(
+            lifecycle, state=to, last_lifecycle_type=kind, lifecycle_events=count, approved=data
         )
     if isinstance(data, Claimed):
         return replace(

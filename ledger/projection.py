@@ -11,7 +11,7 @@ from typing import Final, Literal, NamedTuple
 import msgspec
 
 from ledger.chain import event_hash, genesis, verified_events
-from ledger.lifecycle import Lifecycle, fold
+from ledger.lifecycle import UNCLAIMED, Lifecycle, fold
 from schemas.ledger import (
     PUBLIC_STAGES,
     UNAVAILABLE,
@@ -122,7 +122,7 @@ def public_state(lifecycle: Lifecycle, now_ms: int) -> PublicState:
         raise LedgerCorrupt("the stored expiry is out of range")
     state = lifecycle.state
     status: PublicStatus
-    if state == "PREPARED":
+    if state in UNCLAIMED:
         status = "prepared" if now_ms < prepared.expires_ms else "expired"
     elif state == "EXPIRED":
         status = "expired"

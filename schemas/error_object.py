@@ -75,6 +75,26 @@ GUIDANCE: dict[str, tuple[str, str]] = {
         "reauthorize",
         "Obtain the missing scope from the owner, then send a new request.",
     ),
+    "recipient_not_allowed": (
+        "correct_input",
+        "Ask the owner which recipients are allowed, or prepare a message to allowed "
+        "recipients only; the refused ones are named by position.",
+    ),
+    "approval_unavailable": (
+        "approve_out_of_band",
+        "Ask the owner to approve this send where they can (the approval page, or a client "
+        "that supports elicitation), then confirm again; nothing was sent.",
+    ),
+    "approval_declined": (
+        "ask_owner",
+        "Nothing was sent and the preparation stays usable until it expires; confirm again "
+        "only if the owner asks you to.",
+    ),
+    "rate_limited": (
+        "wait_until",
+        "Nothing was sent or consumed; confirm the same preparation again after the time in "
+        "the outcome, if it has not expired by then.",
+    ),
     "operation_failed": (
         "inspect_error",
         "Inspect the error and any partial outcome; never resend or duplicate a preparation "

@@ -124,3 +124,31 @@ class OperationFailed(MailError):
 
     code = "operation_failed"
     default_message = "the operation failed"
+
+
+class RecipientNotAllowed(InvalidArguments):
+    """A recipient is not on the owner's allowlist; nothing was prepared, sent or consumed."""
+
+    code = "recipient_not_allowed"
+    default_message = "a recipient is not on the allowlist"
+
+
+class ApprovalUnavailable(MailError):
+    """The preparation needs a person's approval that this connection cannot ask for."""
+
+    code = "approval_unavailable"
+    default_message = "this send needs a person's approval, which this client cannot ask for"
+
+
+class ApprovalDeclined(MailError):
+    """The person did not approve (or the answer was no valid approval); nothing was sent."""
+
+    code = "approval_declined"
+    default_message = "the send was not approved; nothing was sent"
+
+
+class RateLimited(MailError):
+    """The owner's send rate limit is reached; nothing was consumed or sent."""
+
+    code = "rate_limited"
+    default_message = "the send rate limit is reached; nothing was sent"

@@ -32,6 +32,7 @@ from schemas.ledger_events import (
     SentFiling,
     Transport,
 )
+from schemas.send_policy import RequiredApproval
 
 # ---------------------------------------------------------------------------------------------
 # Envelope and canonical encoding
@@ -241,6 +242,9 @@ class PreparedPayload(Struct, frozen=True, forbid_unknown_fields=True, kw_only=T
     warnings: tuple[str, ...]
     digest: str
     grant: str | UnsetType = UNSET  # first-party mode: the principal's grant binding
+    # The send policy in force at prepare, frozen into the `prepared` event (see Prepared).
+    approval: RequiredApproval | UnsetType = UNSET
+    allowlist_sha256: str | UnsetType = UNSET
 
 
 _PAYLOAD_ENCODER: Final = msgspec.msgpack.Encoder()

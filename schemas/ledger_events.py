@@ -8,6 +8,7 @@ from typing import Annotated, ClassVar, Final, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from schemas.send_policy import ApprovalMode, RequiredApproval
 from schemas.submission import FinalStage, MaybeSentCause, NetworkStage, SmtpRejectReason
 
 # ---------------------------------------------------------------------------------------------
@@ -70,6 +71,37 @@ class Prepared(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
     # First-party mode: the binding of the grant whose token prepared it (never the grant ID).
     grant: Hex64 | UnsetType = UNSET
     retention_ms: Int53 | UnsetType = UNSET  # how long the stream is kept after its last event
+    # The owner's send policy frozen at prepare: the human approval the claim requires (absent:
+    # none), and the SHA-256 of the recipient allowlist the recipients were checked against.
+    approval: RequiredApproval | UnsetType = UNSET
+    allowlist_sha256: Hex64 | UnsetType = UNSET
+
+
+# A client's self-reported name or version: canonical printable ASCII (no `"` or `\\`).
+ClientText = Annotated[str, Meta(pattern=r"^[ !#-\[\]-~]*$", max_length=100)]
+ProtocolVersion = Annotated[str, Meta(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
+ApprovalRefusal = Literal[
+    "declined",
+    "cancelled",
+    "malformed_answer",
+    "state_invalid",
+    "state_expired",
+    "state_replayed",
+]
+
+
+class Approved(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A person approved this preparation, as its `approval` required, before any claim."""
+
+    TYPE = "approved"
+    mode: ApprovalMode
+    # The MCP client that asked (elicitation), or the one that prepared (passkey), as it named
+    # itself, and the protocol revision of the call: "" when unknown.
+    client_name: ClientText
+    client_version: ClientText
+    protocol: ProtocolVersion | Literal[""]
+    shown_sha256: Hex64  # of the exact text the person saw
+    credential_sha256: Hex64 | UnsetType = UNSET  # the passkey's credential ID, hashed
 
 
 class Claimed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -212,10 +244,31 @@ class RollbackQuarantined(_Data, frozen=True, forbid_unknown_fields=True, kw_onl
     """
 
     TYPE = "rollback_quarantined"
-    last_lifecycle_type: Literal["prepared", "claimed", "smtp_attempt_started", "smtp_commit_point"]
+    last_lifecycle_type: Literal[
+        "prepared", "approved", "claimed", "smtp_attempt_started", "smtp_commit_point"
+    ]
     detected_ms: Int53  # Redis time of the detection
     store_clock: Int53  # the store's lifecycle clock when the rollback was found
     witness_clock: Int53  # the highest clock a process had seen and kept outside the store
+
+
+class ApprovalRequested(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Annotation: a person was asked to approve; a one-time answer is bound to this request."""
+
+    TYPE = "approval_requested"
+    ANNOTATION = True
+    mode: ApprovalMode
+    shown_sha256: Hex64
+    nonce_sha256: Hex64  # the answer must carry the nonce whose hash this is, once
+
+
+class ApprovalRefused(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Annotation: an answer did not approve; nothing was consumed and nothing was sent."""
+
+    TYPE = "approval_refused"
+    ANNOTATION = True
+    mode: ApprovalMode
+    reason: ApprovalRefusal
 
 
 class ConfirmRefused(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -224,7 +277,15 @@ class ConfirmRefused(_Data, frozen=True, forbid_unknown_fields=True, kw_only=Tru
     TYPE = "confirm_refused"
     ANNOTATION = True
     reason: Literal[
-        "digest_mismatch", "expired", "owner_mismatch", "grant_mismatch", "payload_missing"
+        "digest_mismatch",
+        "expired",
+        "owner_mismatch",
+        "grant_mismatch",
+        "payload_missing",
+        "approval_missing",
+        "approval_unavailable",
+        "recipient_not_allowed",
+        "rate_limited",
     ]
 
 
@@ -308,6 +369,7 @@ class OutcomeEvidence(_Data, frozen=True, forbid_unknown_fields=True, kw_only=Tr
 
 EventData = (
     Prepared
+    | Approved
     | Claimed
     | DispatchAborted
     | SmtpAttemptStarted
@@ -321,6 +383,8 @@ EventData = (
     | Expired
     | RecoveryClassified
     | RollbackQuarantined
+    | ApprovalRequested
+    | ApprovalRefused
     | ConfirmRefused
     | DuplicateConfirm
     | DispatchQueued
@@ -332,6 +396,7 @@ DATA_CLASSES: Final[dict[str, type[_Data]]] = {
     cls.TYPE: cls
     for cls in (
         Prepared,
+        Approved,
         Claimed,
         DispatchAborted,
         SmtpAttemptStarted,
@@ -345,6 +410,8 @@ DATA_CLASSES: Final[dict[str, type[_Data]]] = {
         Expired,
         RecoveryClassified,
         RollbackQuarantined,
+        ApprovalRequested,
+        ApprovalRefused,
         ConfirmRefused,
         DuplicateConfirm,
         DispatchQueued,
@@ -368,6 +435,7 @@ DISPATCH_TERMINAL_TYPES: Final = frozenset(
 FILING_RESULT_TYPES: Final = frozenset({"sent_filing_succeeded", "sent_filing_failed"})
 EventType = Literal[
     "prepared",
+    "approved",
     "claimed",
     "dispatch_aborted",
     "smtp_attempt_started",
@@ -381,6 +449,8 @@ EventType = Literal[
     "expired",
     "recovery_classified",
     "rollback_quarantined",
+    "approval_requested",
+    "approval_refused",
     "confirm_refused",
     "duplicate_confirm",
     "dispatch_queued",

@@ -292,6 +292,7 @@ async def start_sending(
         instance_id=new_id(),
         closer=closer,
         monitor=monitor,
+        policy=config.send_policy,
     )
     for hook in ON_DISPATCHER:
         hook(sending.dispatcher)

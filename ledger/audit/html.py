@@ -38,6 +38,9 @@ STATUS_ORDER: Final = (
 # Each event type's label on the timeline and the colour class of its phase.
 STEP_LABELS: Final[dict[str, tuple[str, str]]] = {
     "prepared": ("prepared", "prepare"),
+    "approval_requested": ("approval asked", "note"),
+    "approval_refused": ("not approved", "note"),
+    "approved": ("approved", "prepare"),
     "claimed": ("claimed", "claim"),
     "dispatch_queued": ("queued", "claim"),
     "dispatch_aborted": ("aborted", "rejected"),

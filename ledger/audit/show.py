@@ -150,6 +150,8 @@ def conclusion(lifecycle: Lifecycle) -> str:
     state, terminal = lifecycle.state, lifecycle.terminal
     if state == "PREPARED":
         return "never claimed: nothing was sent by this service"
+    if state == "APPROVED":
+        return "approved by a person, never claimed: nothing was sent by this service"
     if state == "EXPIRED":
         return "expired unclaimed: nothing was sent by this service"
     if state == "CLAIMED":

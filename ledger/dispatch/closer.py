@@ -22,7 +22,7 @@ import structlog
 from msgspec import Struct
 
 from ledger.background import cancel_and_wait
-from ledger.lifecycle import guards_hold, rule_for, state_after_types
+from ledger.lifecycle import OPEN, guards_hold, rule_for, state_after_types
 from ledger.store.answers import Head
 from ledger.store.ledger_store import LedgerStore, head_of
 from ledger.store.retry import RetryPolicy
@@ -33,7 +33,7 @@ from schemas.ledger_events import DATA_CLASSES, EventData, LateOutcomeObserved
 log = structlog.get_logger("angelos.ledger.closer")
 # Until the store answers, a pending close is tried again every second at most.
 CLOSER_POLICY: Final = RetryPolicy(attempts=None, backoff_s=0.2, cap_s=1.0)
-_OPEN_DISPATCH: Final = frozenset({"PREPARED", "CLAIMED", "ATTEMPTING", "COMMITTED"})
+_OPEN_DISPATCH: Final = OPEN - {"FILING"}
 Recorded = Literal["now", "later", "fenced"]
 
 

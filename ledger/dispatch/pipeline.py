@@ -29,10 +29,11 @@ from ledger.dispatch.outcomes import (
     stage_of,
     status_of,
 )
+from ledger.dispatch.policy import approval_missing, check_recipients, rate_limited
 from ledger.dispatch.submitter import SentFiler, Slot, Submission, Submitter, Validator
 from ledger.dispatch.writes import Closed, DispatchSettings, Run, RunWriter
 from ledger.ids import new_id
-from ledger.lifecycle import Lifecycle, fold
+from ledger.lifecycle import UNCLAIMED, Lifecycle, fold
 from ledger.projection import project
 from ledger.store.answers import ClaimOutcome, Head
 from ledger.store.durability.monitor import StoreMonitor
@@ -60,6 +61,7 @@ from schemas.send import (
     ReplayResult,
     SendResult,
 )
+from schemas.send_policy import NO_POLICY, SendPolicy
 from schemas.submission import Envelope, NotSent
 
 log = structlog.get_logger("angelos.ledger.dispatch")
@@ -113,8 +115,10 @@ class Dispatcher:
         *,
         closer: Closer | None = None,
         monitor: StoreMonitor | None = None,
+        policy: SendPolicy = NO_POLICY,
     ) -> None:
         self.store = store
+        self.policy = policy  # the owner's live send policy (the claim also enforces the rate)
         self.lease = lease
         self.submitter = submitter
         self.validate = validate
@@ -166,13 +170,14 @@ class Dispatcher:
             except LedgerUnavailable:
                 raise errors.ServiceUnavailable(STORE_AWAY) from None
             lifecycle = self._refuse_or_fold(run, now, entries)
-            if lifecycle.state != "PREPARED":
+            if lifecycle.state not in UNCLAIMED:
                 return await self._replay(run, entries, now)
             head = head_of(entries)
             assert head is not None
             blocked = self.writes.blocked()
             if blocked:  # the store is not durable, or went back in time: claim nothing
                 raise errors.DeploymentDisabled(f"{blocked}; nothing was sent")
+            await check_recipients(self.store, self.policy, lifecycle, run.pid, head, self.writes)
             outcome = await self._claim(run, head)
             if outcome.result == "claimed":
                 blob = outcome.payload
@@ -211,7 +216,7 @@ class Dispatcher:
             raise errors.OperationFailed(GENERIC_REFUSAL)
         # Expired answers the same whether or not the sweeper has recorded it yet.
         if lifecycle.state == "EXPIRED" or (
-            lifecycle.state == "PREPARED" and now >= prepared.expires_ms
+            lifecycle.state in UNCLAIMED and now >= prepared.expires_ms
         ):
             self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="expired"))
             raise errors.OperationFailed(EXPIRED_REFUSAL)
@@ -232,6 +237,7 @@ class Dispatcher:
             return await self.store.claim(
                 run.pid, owner=run.owner, confirmed_digest=run.digest, head=head,
                 claimed=claimed, actor=self.writes.actor, eid=eid, grant=run.grant,
+                rate=self.policy.rate,
             )  # fmt: skip
         except LedgerUnavailable:
             # The claim may have landed after all: then it is ours, its payload lost with the
@@ -263,6 +269,10 @@ class Dispatcher:
                 stage="not_attempted", reason="claim_ack_lost", network_contacted=False
             ))  # fmt: skip
             return self._answer(run, "rejected", "not_attempted", NOTHING_SENT_WARNING)
+        if outcome.result == "approval_required":
+            raise approval_missing(run.pid, head, self.writes)
+        if outcome.result == "rate_limited":
+            raise rate_limited(run.pid, head, self.writes, outcome.srv_ms)
         if outcome.result == "halted":
             raise errors.DeploymentDisabled(
                 "the ledger store went back in time (acknowledged writes were lost); sending is "

@@ -17,7 +17,7 @@ import structlog
 from ledger.chain import verified_events
 from ledger.dispatch.decisions import Decision, Kind, RecoveryReport
 from ledger.ids import new_id
-from ledger.lifecycle import fold
+from ledger.lifecycle import QUARANTINABLE, UNCLAIMED, fold
 from ledger.store.answers import Halt
 from ledger.store.bulk import BulkReader, pages
 from ledger.store.ledger_store import LedgerStore, head_of
@@ -27,7 +27,6 @@ from schemas.ledger_events import RollbackQuarantined
 
 log = structlog.get_logger("angelos.ledger.recovery")
 EVERYTHING: Final = 2**53  # a score above every stored time: the whole set
-_QUARANTINED_FROM: Final = frozenset({"PREPARED", "CLAIMED", "ATTEMPTING", "COMMITTED"})
 
 
 class Quarantine:
@@ -67,10 +66,10 @@ class Quarantine:
         except MailError:
             log.critical("send_ledger_integrity_alarm", pid=pid, problem="quarantine_read")
             return Decision(pid=pid, kind="preparation", action="corrupt")
-        kind: Kind = "preparation" if lifecycle.state == "PREPARED" else "dispatch"
+        kind: Kind = "preparation" if lifecycle.state in UNCLAIMED else "dispatch"
         last = lifecycle.last_lifecycle_type
         head = head_of(entries)
-        if lifecycle.state not in _QUARANTINED_FROM or head is None:
+        if lifecycle.state not in QUARANTINABLE or head is None:
             return Decision(pid=pid, kind=kind, action="already_closed", last_lifecycle_type=last)
         if dry_run:
             return Decision(

@@ -30,7 +30,7 @@ from ledger.dispatch.decisions import Action, Decision, Kind, RecoveryReport
 from ledger.dispatch.evidence import EvidencePass, SentCopyFinder
 from ledger.dispatch.quarantine import Quarantine
 from ledger.ids import new_id
-from ledger.lifecycle import Lifecycle, fold, grace_for
+from ledger.lifecycle import UNCLAIMED, Lifecycle, fold, grace_for
 from ledger.store.answers import Head, OpenMember
 from ledger.store.bulk import BulkReader, pages
 from ledger.store.ledger_store import LedgerStore, head_of
@@ -290,7 +290,7 @@ class Recoverer:
                 if not dry_run:
                     await self.store.forget_unclaimed(pid)
                 decisions.append(Decision(pid=pid, kind="expiry", action="stream_gone"))
-            elif head.state != "PREPARED":
+            elif head.state not in UNCLAIMED:
                 if not dry_run:
                     await self.store.forget_unclaimed(pid)
                 decisions.append(Decision(pid=pid, kind="expiry", action="already_closed"))

@@ -34,7 +34,7 @@ class PrepareOutcome(Struct, frozen=True, kw_only=True):
 
 ClaimResult = Literal[
     "claimed", "missing", "mismatch", "existing", "expired", "conflict", "payload_missing",
-    "ack_lost", "halted",
+    "ack_lost", "halted", "approval_required", "rate_limited",
 ]  # fmt: skip
 
 
@@ -44,6 +44,8 @@ class ClaimOutcome(Struct, frozen=True, kw_only=True):
     `ack_lost`: a claim with this eid had already landed (its reply was lost), so the
     payload is gone; the caller owns the claim and must abort the dispatch. `halted`: a
     rollback halt is recorded (or this claim found one): nothing was consumed.
+    `approval_required`: the preparation requires an approval that is not recorded.
+    `rate_limited`: the send rate limit is reached until `srv_ms`; nothing was consumed.
     """
 
     result: ClaimResult
@@ -169,9 +171,9 @@ def claim_outcome(reply: Any, head: Head, h: str) -> ClaimOutcome:
         )
     if result in ("existing", "conflict", "ack_lost"):
         return ClaimOutcome(result=cast(ClaimResult, result), head=head_from(reply[1:4]))
-    if result == "expired":
-        return ClaimOutcome(result="expired", srv_ms=int(reply[1]))
-    if result in ("missing", "mismatch", "payload_missing", "halted"):
+    if result in ("expired", "rate_limited"):
+        return ClaimOutcome(result=cast(ClaimResult, result), srv_ms=int(reply[1]))
+    if result in ("missing", "mismatch", "payload_missing", "halted", "approval_required"):
         return ClaimOutcome(result=cast(ClaimResult, result))
     raise unexpected(reply)
 

@@ -54,6 +54,11 @@ class LedgerKeys(Struct, frozen=True):
         """Return the sorted set of unknown sends awaiting a search for evidence, by due time."""
         return f"{self.prefix}evidence"
 
+    @property
+    def rate(self) -> str:
+        """Return the sorted set of recent claims, for the send rate limit's sliding window."""
+        return f"{self.prefix}rate"
+
     def lease(self, dispatcher_id: str) -> str:
         """Return the liveness lease key of one dispatcher."""
         return f"{self.prefix}lease:{_checked(dispatcher_id)}"

@@ -54,6 +54,7 @@ from schemas.ledger import (
 )
 from schemas.ledger_events import MAX_ENTRIES, Claimed, EventData, Prepared
 from schemas.secret import Secret
+from schemas.send_policy import RateLimit
 
 T = TypeVar("T")
 MAX_REBUILDS: Final = 5  # rebuilds after annotation-only conflicts, at most
@@ -85,6 +86,8 @@ def prepared_data(
         payload_sha256=hashlib.sha256(blob).hexdigest(),
         grant=payload.grant,
         retention_ms=UNSET if retention_ms is None else retention_ms,
+        approval=payload.approval,
+        allowlist_sha256=payload.allowlist_sha256,
     )
 
 
@@ -139,6 +142,11 @@ class LedgerStore:
 
         now, raw = await self._read(once)
         return time_ms(now), [entry_from(pid, item) for item in raw]
+
+    async def payload(self, pid: str) -> bytes | None:
+        """Read an unclaimed preparation's private payload without consuming it (None: gone)."""
+        blob = await self._read(lambda: self.client.get(self.keys.payload(pid)))
+        return None if blob is None else cast(bytes, blob)
 
     async def server_time_ms(self) -> int:
         """Return Redis TIME in milliseconds."""
@@ -206,11 +214,13 @@ class LedgerStore:
         eid: str,
         at_ms: int | None = None,
         grant: str | None = None,
+        rate: RateLimit | None = None,
     ) -> ClaimOutcome:
         """Run the atomic one-time claim; exactly one caller can ever get `claimed`.
 
         A lost reply is retried with the same eid: if the claim had landed, the script answers
-        `ack_lost` (the claim is ours, but its payload is gone with the lost reply).
+        `ack_lost` (the claim is ours, but its payload is gone with the lost reply). `rate`
+        is the send rate limit the script enforces in the same step.
         """
         if claimed.confirmed_digest != confirmed_digest:
             raise EventRejected("the claim event confirms another digest")
@@ -220,9 +230,10 @@ class LedgerStore:
         reply = await self._write(
             "claim",
             [keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed,
-             keys.meta],
+             keys.meta, keys.rate],
             [pid, owner, confirmed_digest, head.seq, head.h, e, h, eid, m,
-             self.settings.retention_ms, self._floor(shared=True), grant or ""],
+             self.settings.retention_ms, self._floor(shared=True), grant or "",
+             0 if rate is None else rate.count, 0 if rate is None else rate.window_ms],
         )  # fmt: skip
         outcome = claim_outcome(reply, head, h)
         self._saw(outcome.clock)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, get_args
 
-from ledger.lifecycle import AWAITS_EVIDENCE, HALT_BLOCKED, TRANSITIONS, Guard
+from ledger.lifecycle import AWAITS_EVIDENCE, HALT_BLOCKED, TRANSITIONS, UNCLAIMED, Guard
 from ledger.store.lua_scripts import LuaScripts
 from schemas.ledger_events import ANNOTATION_TYPES, DISPATCH_TERMINAL_TYPES, FILING_RESULT_TYPES
+from schemas.send_policy import ApprovalMode, RequiredApproval, accepts
 
 SCRIPT_NAMES: Final = ("prepare", "claim", "append", "guard", "acknowledge")
 _MARKER: Final = "--@LIFECYCLE@"
@@ -67,6 +68,14 @@ def lifecycle_lua() -> str:
     lines.append(f"local FILING_RESULT = {_set(FILING_RESULT_TYPES)}")
     lines.append(f"local HALT_BLOCKED = {_set(HALT_BLOCKED)}")
     lines.append(f"local AWAITS_EVIDENCE = {_set(AWAITS_EVIDENCE)}")
+    lines.append(f"local UNCLAIMED = {_set(UNCLAIMED)}")
+    pairs = frozenset(
+        f"{required}|{mode}"
+        for required in get_args(RequiredApproval)
+        for mode in get_args(ApprovalMode)
+        if accepts(required, mode)
+    )
+    lines.append(f"local ACCEPTS = {_set(pairs)}")
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ import sys
 from typing import Any, Final
 
 from ledger.dispatch.evidence import Search, SentCopy, lifecycle_of, search_and_record
-from ledger.lifecycle import AWAITS_EVIDENCE, Lifecycle
+from ledger.lifecycle import AWAITS_EVIDENCE, OPEN, Lifecycle
 from ledger.projection import public_state
 from ledger.store.ledger_store import LedgerStore
 from schemas.errors import MailError
@@ -32,7 +32,6 @@ from service.ledger_cli.common import (
 from service.ledger_cli.resolve import still_open
 
 _PID: Final = re.compile(r"[0-9a-f]{32}", re.ASCII)
-_OPEN_STATES: Final = frozenset({"PREPARED", "CLAIMED", "ATTEMPTING", "COMMITTED", "FILING"})
 ABSENCE: Final = (
     "Absence proves nothing: the provider may not file a copy, may file it late or elsewhere. "
     "The status stays unknown; nothing recorded, nothing resent."
@@ -118,7 +117,7 @@ async def evidence(args: argparse.Namespace, store: LedgerStore) -> int:
 
 
 def _refusal(pid: str, lifecycle: Lifecycle, now_ms: int) -> str:
-    if lifecycle.state in _OPEN_STATES:
+    if lifecycle.state in OPEN:
         return still_open(pid, lifecycle.state).replace("Nothing recorded", "Nothing searched")
     if lifecycle.state == "EVIDENCED":
         return (

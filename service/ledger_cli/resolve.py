@@ -16,7 +16,7 @@ import msgspec
 
 from ledger.chain import verified_events
 from ledger.ids import new_id
-from ledger.lifecycle import fold
+from ledger.lifecycle import OPEN, UNCLAIMED, fold
 from ledger.store.ledger_store import LedgerStore, head_of
 from schemas.errors import MailError
 from schemas.ledger_events import OperatorResolution
@@ -24,7 +24,6 @@ from service.ledger_cli.common import FINDINGS, OK, USAGE, operator_actor, unsea
 
 OUTCOMES: Final = ("arrived", "not-arrived", "unknown")
 _PID: Final = re.compile(r"[0-9a-f]{32}", re.ASCII)
-_OPEN_STATES: Final = frozenset({"PREPARED", "CLAIMED", "ATTEMPTING", "COMMITTED", "FILING"})
 
 
 def add_resolve_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -97,7 +96,7 @@ async def resolve(args: argparse.Namespace, store: LedgerStore) -> int:
             file=sys.stderr,
         )
         return FINDINGS
-    if lifecycle.state in _OPEN_STATES:
+    if lifecycle.state in OPEN:
         print(still_open(pid, lifecycle.state), file=sys.stderr)
         return FINDINGS
     head = head_of(entries)
@@ -126,7 +125,7 @@ async def resolve(args: argparse.Namespace, store: LedgerStore) -> int:
 
 
 def still_open(pid: str, state: str) -> str:
-    if state == "PREPARED":
+    if state in UNCLAIMED:
         return (
             f"angelos ledger: {pid} is an unclaimed preparation; it expires by itself (the "
             "sweeper records it), then it can be resolved. Nothing recorded"

@@ -135,6 +135,14 @@ async def store_preparation(
 ) -> PreparePreview:  # fmt: skip
     """Append `prepared` with the private payload; the preview is returned only once stored."""
     store = ledger(app)
+    policy = app.config.send_policy
+    allowlist = policy.allowlist
+    if allowlist is not None:
+        refused = allowlist.refused(composed.to, composed.cc, composed.bcc)
+        if refused:  # positions only: the addresses never reach a log or an error
+            raise errors.RecipientNotAllowed(
+                "not on the recipient allowlist: " + ", ".join(refused) + "; nothing was prepared"
+            )
     if graph_mailbox(app):
         composed = await off_loop(for_microsoft_graph, composed)
     created_ms = int(created.timestamp() * 1000)
@@ -163,6 +171,8 @@ async def store_preparation(
         warnings=tuple(composed.warnings),
         digest=composed.digest,
         grant=UNSET if principal.grant is None else principal.grant,
+        approval=UNSET if policy.required is None else policy.required,
+        allowlist_sha256=UNSET if allowlist is None else allowlist.digest,
     )
     outcome = await store.prepare(payload, actor=f"api:{app.instance_id}", eid=new_id())
     if outcome.result not in ("ok", "duplicate"):

@@ -77,6 +77,13 @@ else
   elseif need == 'evidence' and not recovery_actor
       and string.sub(tostring(event.actor), 1, 9) ~= 'operator:' then
     return {'invalid_transition', state}
+  elseif need == 'approval' then
+    -- Only the kind of approval the preparation requires (frozen at prepare), from the service.
+    local prepared = decode(entries[1].e)
+    if not prepared or not ACCEPTS[tostring(prepared.data.approval) .. '|'
+        .. tostring(event.data.mode)] or string.sub(tostring(event.actor), 1, 4) ~= 'api:' then
+      return {'invalid_transition', state}
+    end
   end
   local halt = halted(meta, floor)
   if need == 'halted' and not halt then

@@ -1,14 +1,17 @@
 -- ledger_claim: the one-time claim.
--- KEYS: stream, payload, index, open, unclaimed, meta
+-- KEYS: stream, payload, index, open, unclaimed, meta, rate (the sliding window of claims)
 -- ARGV: pid, owner, confirmed_digest, expected_seq, expected_h, e, h, eid, m, retention_ms,
---       floor, grant (the grant binding, "" outside first-party mode)
+--       floor, grant (the grant binding, "" outside first-party mode), rate_count and
+--       rate_window_ms (0 and 0: no send rate limit)
 local stream, payload_key, index_key, open_key, unclaimed, meta = KEYS[1], KEYS[2], KEYS[3],
   KEYS[4], KEYS[5], KEYS[6]
+local rate_key = KEYS[7]
 local pid, owner, digest = ARGV[1], ARGV[2], ARGV[3]
 local expected_seq, expected_h = tonumber(ARGV[4]), ARGV[5]
 local e, h, eid, m, retention = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
 local floor = tonumber(ARGV[11])
 local grant = ARGV[12] or ''
+local rate_count, rate_window = tonumber(ARGV[13]) or 0, tonumber(ARGV[14]) or 0
 
 local entries = read_entries(stream)
 if #entries == 0 then
@@ -39,7 +42,7 @@ for i = 2, #entries do
   end
 end
 -- An `expired` event is not a consumption: it answers `expired` below (time has passed too).
-if state ~= 'PREPARED' and state ~= 'EXPIRED' then
+if not UNCLAIMED[state] and state ~= 'EXPIRED' then
   return {'existing', int(head.seq or 0), head.h, state}
 end
 local now = now_ms()
@@ -53,6 +56,10 @@ if halted(meta, floor) then
   -- The store went back in time: this preparation may have been claimed and sent before.
   return {'halted'}
 end
+if NEED[state .. '|claimed'] == 'unapproved' and prepared.data.approval then
+  -- The approval this preparation requires (frozen at prepare) was never recorded.
+  return {'approval_required'}
+end
 local payload = redis.call('GET', payload_key)
 if not payload then
   return {'payload_missing'}
@@ -63,6 +70,17 @@ if not event then
 end
 if event.data.confirmed_digest ~= digest then
   return {'malformed', 'e confirms another digest'}
+end
+if rate_count > 0 then
+  -- A sliding window of the claims themselves: checked and counted in this one step, so no
+  -- race of confirms passes it. A refused claim consumes nothing.
+  redis.call('ZREMRANGEBYSCORE', rate_key, '-inf', int(now - rate_window))
+  if redis.call('ZCARD', rate_key) >= rate_count then
+    local oldest = redis.call('ZRANGE', rate_key, 0, 0, 'WITHSCORES')
+    return {'rate_limited', int(tonumber(oldest[2]) + rate_window)}
+  end
+  redis.call('ZADD', rate_key, int(now), pid)
+  redis.call('PEXPIRE', rate_key, int(rate_window))
 end
 
 local seq = expected_seq + 1
