@@ -13,6 +13,7 @@ from service.config._first_party import (
 from service.config._http_auth import load_http_auth, load_local
 from service.config._mailbox import load_mail
 from service.config._model import Config, EnvFileInfo, Gates
+from service.config._send_policy import load_send_policy
 from service.config._store import load_store
 from service.config.table.variables import BY_NAME, read
 
@@ -23,9 +24,12 @@ def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> 
     env_file describes the env file already merged into env (see with_env_file); its problems
     come first. No file is ever looked for here.
     """
+    send_policy, policy_problems = load_send_policy(env)
     gates = Gates(
         writes=read(env, "MAIL_ENABLE_WRITES", []),
-        send=read(env, "MAIL_ENABLE_SEND", []),
+        # A refused policy never falls back to a looser one: sending stays off until it is fixed
+        # (an HTTP server starts despite problems outside its mailbox, store and principal).
+        send=read(env, "MAIL_ENABLE_SEND", []) and not policy_problems,
         delete=read(env, "MAIL_ENABLE_DELETE", []),
     )
     mail = load_mail(env)
@@ -52,6 +56,7 @@ def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> 
         port=port,
         problems=file_problems
         + mail.problems
+        + policy_problems
         + http_problems
         + local_problems
         + store_problems
@@ -61,6 +66,7 @@ def load_config(env: Mapping[str, str], env_file: EnvFileInfo | None = None) -> 
         env_file=env_file,
         mail_shown=mail.shown,
         demo_send=read(env, "ANGELOS_DEMO_SEND", []),
+        send_policy=send_policy,
         first_party_enabled=first_party_enabled(env),
         first_party_origin=first_party_origin(env),
         first_party=first_party,

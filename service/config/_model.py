@@ -10,6 +10,7 @@ import msgspec
 from providers.smtp.settings import TlsMode
 from schemas.scopes import Scope
 from schemas.secret import Secret
+from schemas.send_policy import NO_POLICY, SendPolicy
 from service.config._urls import HttpsUrl, parse_public_https_url
 from service.config.signing_keys import VerificationKey
 
@@ -190,6 +191,9 @@ class Config(msgspec.Struct, frozen=True):
     # The mailbox as far as it resolved, for check-config only; `mail` is None when invalid.
     mail_shown: MailConfig | None = None
     demo_send: bool = False  # ANGELOS_DEMO_SEND, read by `angelos demo`
+    # The owner's send policy (ANGELOS_SEND_APPROVAL, MAIL_SEND_*); when one of them is refused
+    # the send gate is off, so a send never runs under less than the owner asked for.
+    send_policy: SendPolicy = NO_POLICY
     first_party_enabled: bool = False  # ANGELOS_OAUTH_ENABLED=1
     # In that mode, the issuer when it is a bare https origin (None: every request is refused).
     first_party_origin: str | None = None

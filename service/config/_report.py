@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from schemas.secret import Secret
+from schemas.send_policy import SendPolicy
 from service.config._model import (
     Config,
     FirstPartyConfig,
@@ -29,6 +30,7 @@ def describe(config: Config) -> dict[str, object]:
     """
     known = {
         **_always(config),
+        **_send_policy(config.send_policy),
         **_mail(config.mail or config.mail_shown, valid=config.mail is not None),
         **_store(config.store),
         **_http(config),
@@ -63,6 +65,19 @@ def _always(config: Config) -> dict[str, object]:
         "PORT": config.port,
         "ANGELOS_OAUTH_ENABLED": _switch(config.first_party_enabled),
         "ANGELOS_DEMO_SEND": _switch(config.demo_send),
+    }
+
+
+def _send_policy(policy: SendPolicy) -> dict[str, object]:
+    """The send policy; the allowlist only by its size (its entries are personal data)."""
+    allowlist = policy.allowlist
+    count = 0 if allowlist is None else len(allowlist.entries)
+    return {
+        "ANGELOS_SEND_APPROVAL": policy.approval,
+        "MAIL_SEND_ALLOWED_RECIPIENTS": None
+        if allowlist is None
+        else f"set ({count} {'entry' if count == 1 else 'entries'}, not shown)",
+        "MAIL_SEND_RATE_LIMIT": None if policy.rate is None else policy.rate.text,
     }
 
 

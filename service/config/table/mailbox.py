@@ -1,4 +1,7 @@
-"""The table's entries for loading, the mailbox, the operator gates and the local caller."""
+"""The table's entries for loading, the mailbox, the operator gates and the local caller.
+
+The send policy's entries (send_policy.py) are spliced in after the gates, at their place.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from service.config.table.rules import (
     Switch,
     Token,
 )
+from service.config.table.send_policy import SEND_POLICY_VARIABLES
 
 _NO_CR_LF_NUL = Matches(
     lambda v: not has_cr_lf_nul(v), "no CR, LF or NUL", "must not contain CR, LF or NUL"
@@ -271,6 +275,7 @@ MAILBOX_VARIABLES: Final = (
         unset=False,
         also="; needs `MAIL_ENABLE_WRITES=1` too",
     ),
+    *SEND_POLICY_VARIABLES,
     Variable(
         "ANGELOS_LOCAL_OWNER",
         "local",

@@ -4,9 +4,9 @@ loaders all come from this table.
 An entry holds the name, the default, secrecy, the typed rule that both checks a value and
 writes the rule text, and the meaning; what relations between variables add to a rule text is
 beside it in `also`, the relation itself in the loader of its group. The entries of the mailbox,
-HTTP and OAuth, and ledger groups live in mailbox.py, oauth.py and ledger.py beside this module
-and are spliced in at their place. docs/configuration.md renders this table
-(scripts/config_reference.py rewrites it).
+send policy, HTTP and OAuth, and ledger groups live in mailbox.py, send_policy.py, oauth.py and
+ledger.py beside this module and are spliced in at their place. docs/configuration.md renders
+this table (scripts/config_reference.py rewrites it).
 """
 
 from __future__ import annotations
@@ -30,6 +30,15 @@ GROUPS: Final = (
     Group("loading", "Loading", "Where the variables come from besides the environment."),
     Group("mailbox", "Mailbox", "The one mailbox: provider preset, login, endpoints, limits."),
     Group("gates", "Operator gates", "Each is on only for the exact value `1`, off otherwise."),
+    Group(
+        "send_policy",
+        "Send policy",
+        "What the owner requires of every send, whoever calls: human approval, the recipients"
+        " a send may have and how many sends a window allows. Each preparation records the"
+        " approval it needs and the allowlist it was checked against; the claim of"
+        " `mail_send_confirmed` enforces all three. A value these rules refuse is a"
+        " configuration problem and keeps sending off.",
+    ),
     Group(
         "local",
         "Local caller",
