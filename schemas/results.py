@@ -6,6 +6,7 @@ from msgspec import UNSET, Struct, UnsetType
 
 from schemas.mailbox import Folder, ServerCapabilities
 from schemas.readiness import Readiness
+from schemas.send_policy import RequiredApproval
 
 FILTERS_NOTE = (
     "Only search filters exist here; there is no server-side rule or Sieve API to create or "
@@ -45,7 +46,9 @@ class CapabilitiesResult(Struct):
     """What the server can do, what the operator allows, and what this caller can use now.
 
     The *_enabled flags and send_disabled_reason are the operator's view (gates, provider,
-    store); `readiness` adds the caller's scopes, per operation class.
+    store); `readiness` adds the caller's scopes, per operation class. The send_* fields and
+    recipient_allowlist show the owner's send policy where it is set (never the allowlist's
+    entries).
     """
 
     server: ServerCapabilities
@@ -59,6 +62,9 @@ class CapabilitiesResult(Struct):
     permanent_delete_restriction: str | UnsetType = UNSET
     send_disabled_reason: str | UnsetType = UNSET
     ledger_archive: ArchiveStatus | UnsetType = UNSET
+    send_approval: RequiredApproval | UnsetType = UNSET
+    send_rate_limit: str | UnsetType = UNSET  # as configured, e.g. "20/h"
+    recipient_allowlist: bool | UnsetType = UNSET  # True when set; its entries are never shown
 
 
 class FoldersResult(Struct):

@@ -27,6 +27,7 @@ async def capabilities(
     server = await require_mailbox(app).capabilities()
     report = readiness(app, principal, server)
     send_off = operator_blockers(report.send.blocked_by)
+    policy = app.config.send_policy
     return CapabilitiesResult(
         server=server,
         mailbox_writes_enabled=not operator_blockers(report.write.blocked_by),
@@ -39,6 +40,9 @@ async def capabilities(
         ledger_archive=UNSET
         if app.archive is None or app.archive.status is None
         else app.archive.status,
+        send_approval=policy.required or UNSET,
+        send_rate_limit=UNSET if policy.rate is None else policy.rate.text,
+        recipient_allowlist=UNSET if policy.allowlist is None else True,
     )
 
 
