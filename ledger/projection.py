@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Final, Literal, NamedTuple
 
 import msgspec
+from msgspec import UnsetType
 
 from ledger.chain import event_hash, genesis, verified_events
 from ledger.lifecycle import UNCLAIMED, Lifecycle, fold
@@ -161,7 +162,15 @@ def public_status(lifecycle: Lifecycle, now_ms: int) -> SendStatusResult:
         resolution=(lifecycle.resolutions[-1].outcome if lifecycle.resolutions else msgspec.UNSET),
         evidence=msgspec.UNSET if evidence is None else "sent_copy",
         evidence_identical=msgspec.UNSET if evidence is None else evidence.identical,
+        approval=_approval(lifecycle),
     )
+
+
+def _approval(lifecycle: Lifecycle) -> Literal["required", "elicitation", "passkey"] | UnsetType:
+    prepared = lifecycle.prepared
+    if prepared is None or isinstance(prepared.approval, UnsetType):
+        return msgspec.UNSET
+    return "required" if lifecycle.approved is None else lifecycle.approved.mode
 
 
 def _stage(lifecycle: Lifecycle) -> str | None:

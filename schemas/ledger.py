@@ -349,6 +349,9 @@ class SendStatusResult(Struct, frozen=True, kw_only=True):
     # submitted (false when the provider rewrote them).
     evidence: Literal["sent_copy"] | UnsetType = UNSET
     evidence_identical: bool | UnsetType = UNSET
+    # The preparation requires a person's approval: still `required`, or `approved` (by
+    # `elicitation` or `passkey`); absent when it requires none.
+    approval: Literal["required", "elicitation", "passkey"] | UnsetType = UNSET
 
 
 UNAVAILABLE: Final = SendStatusResult(status="unavailable")

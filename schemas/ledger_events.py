@@ -87,6 +87,7 @@ ApprovalRefusal = Literal[
     "state_invalid",
     "state_expired",
     "state_replayed",
+    "timed_out",
 ]
 
 

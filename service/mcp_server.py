@@ -11,6 +11,7 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 
 from schemas.discovery import TOOLS_BY_NAME, tool_entries
+from service.approval.sdk import channel_of, input_required, state_boundary
 from service.context import AppContext
 from service.principal import Principal
 from service.tool_call import call_tool
@@ -60,10 +61,13 @@ def build_server(app: AppContext, principal_of: PrincipalSource) -> Server[Any]:
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name not in TOOLS_BY_NAME:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name[:64]}")
-        result = await call_tool(app, principal_of(ctx), params.name, params.arguments)
+        channel = channel_of(ctx, params)
+        result = await call_tool(app, principal_of(ctx), params.name, params.arguments, channel)
+        if result.ask is not None:
+            return input_required(result.ask)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.text)],
             structured_content=result.structured,
@@ -79,4 +83,5 @@ def build_server(app: AppContext, principal_of: PrincipalSource) -> Server[Any]:
         on_call_tool=on_call_tool,
     )
     server.middleware.append(SecuritySchemesMirror())
+    server.middleware.append(state_boundary(principal_of))
     return server

@@ -18,6 +18,8 @@ from schemas.error_object import DRAFT_CONFLICT_RECOVERY, ErrorObject, build_err
 from schemas.mutations import REFUSED_ARGUMENT_OUTCOMES
 from schemas.readiness import OperationClass
 from schemas.scopes import BASE_SCOPE
+from service.approval.channel import NO_CHANNEL, Channel
+from service.approval.gate import AskApproval, approve
 from service.auth.resource.challenge import STEP_UP_DESCRIPTION, step_up_challenge
 from service.context import AppContext
 from service.principal import LOCAL_ISSUER, Principal
@@ -38,6 +40,12 @@ class CallResult(msgspec.Struct, frozen=True):
     text: str
     is_error: bool
     meta: dict[str, Any] | None = None
+    ask: AskApproval | None = None  # 2026-07-28: ask a person first, then the call is retried
+
+
+def asking(ask: AskApproval) -> CallResult:
+    """The answer that asks the client to get a person's approval and retry the call."""
+    return CallResult(structured={}, text="", is_error=False, ask=ask)
 
 
 def decode_type(tool: ToolSpec) -> Any:
@@ -103,9 +111,14 @@ def check_sent_filing(app: AppContext, principal: Principal) -> None:
 
 
 async def call_tool(
-    app: AppContext, principal: Principal, name: str, arguments: object
-) -> CallResult:
-    """Run one tools/call and return its result; every exception becomes an error result."""
+    app: AppContext, principal: Principal, name: str, arguments: object,
+    channel: Channel = NO_CHANNEL,
+) -> CallResult:  # fmt: skip
+    """Run one tools/call and return its result; every exception becomes an error result.
+
+    A send that needs a person's approval gets it through `channel` first, outside the tool
+    deadline (a person takes longer than a mailbox).
+    """
     tool = TOOLS_BY_NAME[name]
     started = time.perf_counter()
     action = ""
@@ -118,6 +131,11 @@ async def call_tool(
         if handler is None:
             label = f"{name} action {action!r}" if action else name
             raise errors.UnsupportedOperation(f"{label} is not available in this release yet")
+        if isinstance(args, SendConfirmed):
+            ask = await approve(app, principal, args, channel)
+            if ask is not None:
+                outcome = "approval_requested"
+                return asking(ask)
         try:
             async with asyncio.timeout(TOOL_DEADLINE_S):
                 result = await handler(app, principal, args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
 
 import msgspec
 from mcp import Client
@@ -23,10 +24,12 @@ async def mcp_client(
     scopes: Iterable[str] = ALL_SCOPES,
     owner: str = "tester",
     grant: str | None = None,
+    **client_options: Any,
 ) -> AsyncIterator[tuple[Client, AppContext]]:
     """Yield a connected client and the server's application context; close both after.
 
-    `grant` stands in for a first-party token's grant binding on the caller's principal.
+    `grant` stands in for a first-party token's grant binding on the caller's principal;
+    `client_options` go to the SDK's Client (its `mode`, an `elicitation_callback`).
     """
     config = load_config(env)
     assert config.mail is not None, config.problems
@@ -35,7 +38,7 @@ async def mcp_client(
     principal = msgspec.structs.replace(local_principal(owner, tuple(scopes)), grant=grant)
     server = build_server(app, lambda ctx: principal)
     try:
-        async with Client(server) as client:
+        async with Client(server, **client_options) as client:
             yield client, app
     finally:
         await app.aclose()

@@ -1,0 +1,306 @@
+"""Human approval inside mail_send_confirmed, before the claim: ask, check the answer, record it.
+
+The ledger enforces the rule (a preparation that requires approval cannot be claimed without an
+`approved` event); this module only obtains that event from a person. It shows stored data
+alone, approves only an exact accept of the request it recorded, and refuses everything else
+without consuming the preparation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import secrets
+from typing import Any, Final
+
+import structlog
+from msgspec import Struct, UnsetType
+
+from ledger.chain import verified_events
+from ledger.ids import new_id
+from ledger.lifecycle import Lifecycle, fold
+from ledger.store.ledger_store import LedgerStore, head_of
+from schemas import errors
+from schemas.args.prepare import SendConfirmed
+from schemas.ledger import Event, LedgerEntry, LedgerUnavailable, decode_payload
+from schemas.ledger_events import (
+    ApprovalRefusal,
+    ApprovalRefused,
+    ApprovalRequested,
+    Approved,
+    EventData,
+)
+from schemas.send_policy import ApprovalMode, RequiredApproval, accepts
+from service.approval.channel import Answer, Channel, client_text
+from service.approval.links import approval_url
+from service.approval_text import envelope_lines, expiry_text, shown_digest
+from service.context import AppContext
+from service.principal import Principal
+
+log = structlog.get_logger("angelos.approval")
+HEADER: Final = "Send this message? Nothing is sent unless you choose send."
+SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "decision": {"type": "string", "title": "Send this message?", "enum": ["send", "cancel"]}
+    },
+    "required": ["decision"],
+}
+APPROVE: Final = {"decision": "send"}
+WAIT_S: Final = 300.0  # a person's time to answer, outside the tool deadline
+STATE_TTL_MS: Final = 600_000  # an answer must come within this of its recorded request
+
+
+class AskApproval(Struct, frozen=True, kw_only=True):
+    """2026-07-28: ask the person through the client, then take the answer on the retried call."""
+
+    message: str
+    state: str  # plaintext; the SDK's request-state boundary seals it and binds the caller
+    url: str | None = None  # URL mode (the passkey page); form mode otherwise
+
+
+class _Pending(Struct, frozen=True, kw_only=True):
+    """A preparation waiting for approval, with the exact text a person is shown."""
+
+    pid: str
+    required: RequiredApproval
+    lifecycle: Lifecycle
+    entries: list[LedgerEntry]
+    events: list[Event]
+    now_ms: int
+    message: str
+    shown: str
+    expires: str
+
+
+async def approve(
+    app: AppContext, principal: Principal, args: SendConfirmed, channel: Channel
+) -> AskApproval | None:
+    """Obtain the approval the preparation requires, or raise; None: go on to the claim.
+
+    Anything this gate cannot judge (unknown ID, another owner, a consumed preparation) is
+    left to the dispatcher, which refuses or replays it as without approval.
+    """
+    store = app.sending.store
+    if app.sending.dispatcher is None or store is None:
+        return None
+    pending = await _pending(store, principal, args)
+    if pending is None:
+        return None
+    url = approval_url(app, pending.pid) if accepts(pending.required, "passkey") else None
+    by_form = accepts(pending.required, "elicitation") and channel.form
+    if channel.stateless_era:
+        if channel.state is not None:
+            await _take_answer(app, store, pending, channel)
+            return None
+        if by_form:
+            return await _request(app, store, pending, "elicitation", None)
+        if url is not None and channel.url:
+            return await _request(app, store, pending, "passkey", url)
+    elif by_form and channel.ask is not None:
+        await _ask_now(app, store, pending, channel)
+        return None
+    raise _unavailable(url)
+
+
+async def _pending(
+    store: LedgerStore, principal: Principal, args: SendConfirmed
+) -> _Pending | None:
+    try:
+        now_ms, entries = await store.read(args.prepared_id)
+    except LedgerUnavailable:
+        raise errors.ServiceUnavailable(
+            "the send ledger store did not answer; nothing was asked, claimed or sent"
+        ) from None
+    if not entries:
+        return None
+    try:
+        events = verified_events(args.prepared_id, entries)
+        lifecycle = fold(events, [e.srv_ms for e in entries])
+    except errors.MailError:
+        return None  # the dispatcher reports a damaged stream
+    prepared = lifecycle.prepared
+    if (
+        prepared is None
+        or lifecycle.state != "PREPARED"
+        or isinstance(prepared.approval, UnsetType)
+        or prepared.owner != principal.owner
+        or (None if isinstance(prepared.grant, UnsetType) else prepared.grant) != principal.grant
+        or prepared.digest != args.confirmed_digest
+        or now_ms >= prepared.expires_ms
+    ):
+        return None
+    try:
+        blob = await store.payload(args.prepared_id)
+    except LedgerUnavailable:
+        raise errors.ServiceUnavailable(
+            "the send ledger store did not answer; nothing was asked, claimed or sent"
+        ) from None
+    if blob is None:
+        return None  # the claim answers that the payload is missing
+    payload = decode_payload(blob)
+    lines = [HEADER, *envelope_lines(payload)]
+    return _Pending(
+        pid=args.prepared_id, required=prepared.approval, lifecycle=lifecycle, entries=entries,
+        events=events, now_ms=now_ms, message="\n".join(lines), shown=shown_digest(lines),
+        expires=expiry_text(prepared.expires_ms),
+    )  # fmt: skip
+
+
+async def _request(
+    app: AppContext, store: LedgerStore, pending: _Pending, mode: ApprovalMode, url: str | None
+) -> AskApproval:
+    nonce = secrets.token_hex(16)
+    requested = ApprovalRequested(mode=mode, shown_sha256=pending.shown, nonce_sha256=_hash(nonce))
+    await _write(app, store, pending, requested, "the approval request could not be recorded")
+    state = json.dumps({"pid": pending.pid, "nonce": nonce, "mode": mode})
+    return AskApproval(message=pending.message, state=state, url=url)
+
+
+async def _take_answer(
+    app: AppContext, store: LedgerStore, pending: _Pending, channel: Channel
+) -> None:
+    assert channel.state is not None
+    mode, problem = _check_state(pending, channel.state)
+    if problem is not None:
+        await _refuse(app, store, pending, mode, problem)
+    if mode == "passkey":
+        # URL mode: the page itself records the approval; the claim finds it, or refuses.
+        if channel.answer is None or channel.answer[0] != "accept":
+            await _refuse(app, store, pending, mode, _refusal(channel.answer))
+        return
+    await _judge(app, store, pending, channel, channel.answer)
+
+
+async def _ask_now(
+    app: AppContext, store: LedgerStore, pending: _Pending, channel: Channel
+) -> None:
+    assert channel.ask is not None
+    nonce = secrets.token_hex(16)  # recorded for the audit; this answer comes on this call
+    requested = ApprovalRequested(
+        mode="elicitation", shown_sha256=pending.shown, nonce_sha256=_hash(nonce)
+    )
+    await _write(app, store, pending, requested, "the approval request could not be recorded")
+    try:
+        answer = await asyncio.wait_for(channel.ask(pending.message, SCHEMA), WAIT_S)
+    except TimeoutError:
+        await _refuse(app, store, pending, "elicitation", "timed_out")
+    except Exception as exc:  # the client could not be asked: nothing was approved
+        log.warning("approval_not_asked", error_type=type(exc).__name__)
+        raise _unavailable(None) from None
+    await _judge(app, store, pending, channel, answer)
+
+
+async def _judge(
+    app: AppContext, store: LedgerStore, pending: _Pending, channel: Channel,
+    answer: Answer | None,
+) -> None:  # fmt: skip
+    if answer is None or answer[0] != "accept" or answer[1] != APPROVE:
+        await _refuse(app, store, pending, "elicitation", _refusal(answer))
+    approved = Approved(
+        mode="elicitation",
+        client_name=client_text(channel.client_name),
+        client_version=client_text(channel.client_version),
+        protocol=channel.protocol if _is_protocol(channel.protocol) else "",
+        shown_sha256=pending.shown,
+    )
+    await _write(app, store, pending, approved, "the approval could not be recorded")
+
+
+def _check_state(pending: _Pending, state: str) -> tuple[ApprovalMode, ApprovalRefusal | None]:
+    """Match a returned state to the newest approval request of this preparation."""
+    try:
+        value = json.loads(state)
+        pid, nonce, mode = value["pid"], value["nonce"], value["mode"]
+    except (ValueError, TypeError, KeyError):
+        return "elicitation", "state_invalid"
+    if mode not in ("elicitation", "passkey") or pid != pending.pid or not isinstance(nonce, str):
+        return "elicitation", "state_invalid"
+    wanted = _hash(nonce)
+    requests = [
+        (position, event.data)
+        for position, event in enumerate(pending.events)
+        if isinstance(event.data, ApprovalRequested)
+    ]
+    if not requests:
+        return mode, "state_invalid"
+    position, newest = requests[-1]
+    if newest.nonce_sha256 != wanted or newest.mode != mode:
+        known = any(data.nonce_sha256 == wanted for _, data in requests)
+        return mode, "state_replayed" if known else "state_invalid"
+    if any(isinstance(e.data, ApprovalRefused) for e in pending.events[position + 1 :]):
+        return mode, "state_replayed"  # this request was already answered
+    if pending.now_ms - pending.entries[position].srv_ms > STATE_TTL_MS:
+        return mode, "state_expired"
+    if newest.shown_sha256 != pending.shown:
+        return mode, "state_invalid"
+    return mode, None
+
+
+def _refusal(answer: Answer | None) -> ApprovalRefusal:
+    if answer is None:
+        return "malformed_answer"
+    if answer[0] == "decline" or (answer[0] == "accept" and answer[1] == {"decision": "cancel"}):
+        return "declined"
+    if answer[0] == "cancel":
+        return "cancelled"
+    return "malformed_answer"
+
+
+async def _refuse(
+    app: AppContext, store: LedgerStore, pending: _Pending, mode: ApprovalMode,
+    reason: ApprovalRefusal,
+) -> None:  # fmt: skip
+    """Record the refusal (best effort) and answer it; the preparation stays usable."""
+    head = head_of(pending.entries)
+    if head is not None:
+        try:
+            await store.append(
+                pending.pid, head, ApprovalRefused(mode=mode, reason=reason),
+                actor=f"api:{app.instance_id}", eid=new_id(),
+            )  # fmt: skip
+        except errors.MailError:
+            log.warning("annotation_not_recorded", pid=pending.pid, type="approval_refused")
+    raise errors.ApprovalDeclined(
+        f"not approved ({reason.replace('_', ' ')}); nothing was sent, and the preparation stays "
+        f"usable until {pending.expires}"
+    )
+
+
+async def _write(
+    app: AppContext, store: LedgerStore, pending: _Pending, data: EventData, failure: str
+) -> None:
+    head = head_of(pending.entries)
+    assert head is not None
+    try:
+        outcome = await store.append(
+            pending.pid, head, data, actor=f"api:{app.instance_id}", eid=new_id()
+        )
+    except errors.MailError:
+        outcome = None
+    if outcome is None or outcome.result not in ("appended", "duplicate"):
+        if isinstance(data, Approved) and outcome is not None and outcome.state != "PREPARED":
+            return  # approved (or consumed) meanwhile: the dispatcher claims or replays it
+        raise errors.ApprovalUnavailable(f"{failure}; nothing was sent")
+
+
+def _unavailable(url: str | None) -> errors.ApprovalUnavailable:
+    where = (
+        f"approve it on the passkey page {url} and confirm again"
+        if url is not None
+        else "use a client that supports elicitation"
+    )
+    return errors.ApprovalUnavailable(
+        f"this send needs a person's approval, which this connection cannot ask for: {where}; "
+        "nothing was sent"
+    )
+
+
+def _hash(nonce: str) -> str:
+    return hashlib.sha256(nonce.encode()).hexdigest()
+
+
+def _is_protocol(value: str) -> bool:
+    return re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value, re.ASCII) is not None
