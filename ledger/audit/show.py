@@ -12,6 +12,9 @@ from ledger.lifecycle import Lifecycle, advance
 from schemas.errors import MailError
 from schemas.ledger import LedgerEntry, decode_event
 from schemas.ledger_events import (
+    ApprovalRefused,
+    ApprovalRequested,
+    Approved,
     Claimed,
     ConfirmRefused,
     DispatchAborted,
@@ -66,10 +69,25 @@ __all__ = ["Timeline", "TimelineLine", "conclusion", "iso_ms", "meaning", "rende
 def meaning(data: EventData) -> str:
     """Say what one event proves, in a sentence."""
     if isinstance(data, Prepared):
+        needs = (
+            ""
+            if isinstance(data.approval, UnsetType)
+            else f", once a person approves it ({data.approval.replace('_', ' ')})"
+        )
         return (
             f"preparation frozen ({data.encoded_bytes} bytes, {data.recipient_count} "
-            f"recipients); claimable until {iso_ms(data.expires_ms)}"
+            f"recipients); claimable until {iso_ms(data.expires_ms)}{needs}"
         )
+    if isinstance(data, Approved):
+        client = f" through {data.client_name}" if data.client_name else ""
+        return (
+            f"a person approved it by {data.mode}{client}, shown text "
+            f"{data.shown_sha256[:12]}; nothing sent yet"
+        )
+    if isinstance(data, ApprovalRequested):
+        return f"a person was asked to approve it by {data.mode}; nothing sent"
+    if isinstance(data, ApprovalRefused):
+        return f"not approved ({data.reason.replace('_', ' ')}); nothing was consumed or sent"
     if isinstance(data, Claimed):
         sent_copy = ", Sent copy requested" if data.append_sent else ""
         return f"one-time claim: the preparation is consumed{sent_copy}; no network yet"
