@@ -79,7 +79,9 @@ class Prepared(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
 
 # A client's self-reported name or version: canonical printable ASCII (no `"` or `\\`).
 ClientText = Annotated[str, Meta(pattern=r"^[ !#-\[\]-~]*$", max_length=100)]
-ProtocolVersion = Annotated[str, Meta(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
+# A protocol revision (`2025-06-18`), or "" when unknown: one pattern, since msgspec checks a
+# constrained str before a Literal of the same str type and would refuse "".
+ProtocolVersion = Annotated[str, Meta(pattern=r"^([0-9]{4}-[0-9]{2}-[0-9]{2})?$")]
 ApprovalRefusal = Literal[
     "declined",
     "cancelled",
@@ -100,7 +102,7 @@ class Approved(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
     # itself, and the protocol revision of the call: "" when unknown.
     client_name: ClientText
     client_version: ClientText
-    protocol: ProtocolVersion | Literal[""]
+    protocol: ProtocolVersion
     shown_sha256: Hex64  # of the exact text the person saw
     credential_sha256: Hex64 | UnsetType = UNSET  # the passkey's credential ID, hashed
 
