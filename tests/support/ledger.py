@@ -6,11 +6,15 @@ import hashlib
 from collections.abc import Sequence
 
 import msgspec
+from msgspec import UNSET
 
 from ledger.chain import event_hash, event_mac, genesis
 from ledger.lifecycle import State
 from schemas.ledger import Event, LedgerEntry, PreparedPayload, encode_event
 from schemas.ledger_events import (
+    ApprovalRefused,
+    ApprovalRequested,
+    Approved,
     Claimed,
     ConfirmRefused,
     DispatchAborted,
@@ -33,6 +37,7 @@ from schemas.ledger_events import (
     SmtpOutcomeUnknown,
     SmtpRejected,
 )
+from schemas.send_policy import ApprovalMode, RequiredApproval
 
 PID = "0123456789abcdef0123456789abcdef"
 OWNER = "a1" * 32
@@ -44,8 +49,13 @@ DISPATCHER = "c3" * 16
 EIDS = [f"{n:032x}" for n in range(1, 200)]
 
 
-def prepared(*, expires_ms: int = T0 + TTL_MS, owner: str = OWNER) -> Prepared:
-    """A `prepared` data object for PID."""
+def prepared(
+    *,
+    expires_ms: int = T0 + TTL_MS,
+    owner: str = OWNER,
+    approval: RequiredApproval | None = None,
+) -> Prepared:
+    """A `prepared` data object for PID (requiring `approval` before the claim, when given)."""
     return Prepared(
         owner=owner,
         digest=DIGEST,
@@ -58,6 +68,19 @@ def prepared(*, expires_ms: int = T0 + TTL_MS, owner: str = OWNER) -> Prepared:
         recipient_count=2,
         attachment_sha256=("e5" * 32,),
         payload_sha256="f6" * 32,
+        approval=UNSET if approval is None else approval,
+    )
+
+
+def approved(mode: ApprovalMode = "elicitation") -> Approved:
+    """An `approved` data object: a person approved by `mode` (a passkey names its credential)."""
+    return Approved(
+        mode=mode,
+        client_name="test-client" if mode == "elicitation" else "",
+        client_version="1.0.0" if mode == "elicitation" else "",
+        protocol="2025-06-18" if mode == "elicitation" else "",
+        shown_sha256="a7" * 32,
+        credential_sha256="c8" * 32 if mode == "passkey" else UNSET,
     )
 
 
@@ -137,10 +160,19 @@ def quarantined(last_lifecycle_type: str) -> RollbackQuarantined:
 
 
 QUARANTINED_PREPARATION = quarantined("prepared")
+QUARANTINED_APPROVAL = quarantined("approved")
 QUARANTINED_CLAIM = quarantined("claimed")
 QUARANTINED_ATTEMPT = quarantined("smtp_attempt_started")
 QUARANTINED_COMMIT = quarantined("smtp_commit_point")
 REFUSED = ConfirmRefused(reason="digest_mismatch")
+APPROVED_BY_ELICITATION = approved("elicitation")
+APPROVED_BY_PASSKEY = approved("passkey")
+# A preparation that requires a person's approval before any claim.
+NEEDS_APPROVAL = prepared(approval="elicitation")
+APPROVAL_ASKED = ApprovalRequested(
+    mode="elicitation", shown_sha256="a7" * 32, nonce_sha256="b8" * 32
+)
+APPROVAL_DECLINED = ApprovalRefused(mode="elicitation", reason="declined")
 DUPLICATE = DuplicateConfirm(observed_status="accepted")
 LATE = LateOutcomeObserved(outcome="accepted", stage="acknowledgement", reply_code=250)
 QUEUED = DispatchQueued(connections=4, ahead=3)
@@ -153,6 +185,7 @@ EVIDENCE = OutcomeEvidence(
 # One valid data object per event type, in catalogue order.
 SAMPLES: dict[str, EventData] = {
     "prepared": prepared(),
+    "approved": APPROVED_BY_ELICITATION,
     "claimed": claimed(),
     "dispatch_aborted": ABORTED,
     "smtp_attempt_started": ATTEMPT,
@@ -166,6 +199,8 @@ SAMPLES: dict[str, EventData] = {
     "expired": EXPIRED,
     "recovery_classified": RECOVERED_NOT_ATTEMPTED,
     "rollback_quarantined": QUARANTINED_CLAIM,
+    "approval_requested": APPROVAL_ASKED,
+    "approval_refused": APPROVAL_DECLINED,
     "confirm_refused": REFUSED,
     "duplicate_confirm": DUPLICATE,
     "dispatch_queued": QUEUED,
@@ -198,6 +233,8 @@ GRAPH_UNKNOWN = RecoveryClassified(
 # Every data variant the state-machine guards distinguish, per event type.
 VARIANTS: dict[str, tuple[EventData, ...]] = {
     **{t: (data,) for t, data in SAMPLES.items()},
+    "prepared": (prepared(), NEEDS_APPROVAL),
+    "approved": (APPROVED_BY_ELICITATION, APPROVED_BY_PASSKEY),
     "smtp_rejected": (
         REJECTED_ENVELOPE,
         REJECTED_ACK,
@@ -208,6 +245,7 @@ VARIANTS: dict[str, tuple[EventData, ...]] = {
     ),
     "rollback_quarantined": (
         QUARANTINED_PREPARATION,
+        QUARANTINED_APPROVAL,
         QUARANTINED_CLAIM,
         QUARANTINED_ATTEMPT,
         QUARANTINED_COMMIT,
@@ -224,6 +262,8 @@ VARIANTS: dict[str, tuple[EventData, ...]] = {
 PATHS: dict[State, tuple[EventData, ...]] = {
     "NONE": (),
     "PREPARED": (prepared(),),
+    # Only a preparation that requires an approval can be approved (elicitation here).
+    "APPROVED": (NEEDS_APPROVAL, APPROVED_BY_ELICITATION),
     "CLAIMED": (prepared(), claimed(append_sent=True)),
     "ATTEMPTING": (prepared(), claimed(append_sent=True), ATTEMPT),
     "COMMITTED": (prepared(), claimed(append_sent=True), ATTEMPT, COMMIT),
@@ -247,7 +287,7 @@ PATHS: dict[State, tuple[EventData, ...]] = {
 
 def actor_for(data: EventData) -> str:
     """The writer the event catalogue names for an event type."""
-    if isinstance(data, Prepared):
+    if isinstance(data, Prepared | Approved | ApprovalRequested | ApprovalRefused):
         return "api:test-1"
     if isinstance(data, RecoveryClassified | RollbackQuarantined | OutcomeEvidence):
         return "recovery:worker-1"

@@ -18,11 +18,15 @@ from schemas.ledger import LedgerEntry
 from schemas.ledger_events import EVENT_TYPES, EventData
 from support.ledger import (
     ACCEPTED,
+    APPROVAL_ASKED,
+    APPROVAL_DECLINED,
+    APPROVED_BY_ELICITATION,
     ATTEMPT,
     COMMIT,
     EXPIRED,
     FILING_SAVED,
     FILING_STARTED,
+    NEEDS_APPROVAL,
     REJECTED_ACK,
     RESOLVED,
     T0,
@@ -172,6 +176,26 @@ class TestTimelines:
 
     def test_every_event_type_has_a_label(self) -> None:
         assert EVENT_TYPES == set(STEP_LABELS)
+
+    def test_an_approved_send_shows_the_requests_the_refusal_and_the_approval(self) -> None:
+        pid = "f" * 32
+        story: list[EventData] = [
+            NEEDS_APPROVAL, APPROVAL_ASKED, APPROVAL_DECLINED, APPROVAL_ASKED,
+            APPROVED_BY_ELICITATION, claimed(), ATTEMPT, COMMIT, ACCEPTED,
+        ]  # fmt: skip
+        entries = chain(story, pid=pid)
+        summary = LedgerAudit(keep_steps=True)
+        summary.add(audit_stream(pid, entries, RULES), entries)
+        checked = Checked(
+            source="redis", as_of=iso_ms(RULES.as_of_ms), as_of_ms=RULES.as_of_ms,
+            macs="unsealed", completeness="index", rules=rules_used(RULES, summary),
+        )  # fmt: skip
+        shown = article(render_html(build_report(summary, checked, None)), pid)
+        labels = re.findall(r"<b>([^<]*)</b>", shown)
+        assert ["prepared", "approval asked", "not approved", "approval asked", "approved",
+                "claimed", "attempt", "commit", "accepted"] == labels  # fmt: skip
+        assert 'class="send s-accepted"' in shown and "flagged" not in shown
+        assert '<li class="step k-prepare" title="seq 5: approved">' in shown
 
     def test_a_sends_findings_are_shown_in_its_timeline_and_not_at_the_top(self) -> None:
         page = render_html(report_of())

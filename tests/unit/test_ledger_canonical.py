@@ -31,7 +31,10 @@ CATALOGUE = {
     "prepared": {
         "owner", "digest", "message_id", "transport", "action", "created_ms", "expires_ms",
         "encoded_bytes", "recipient_count", "attachment_sha256", "payload_sha256", "grant",
-        "retention_ms",
+        "retention_ms", "approval", "allowlist_sha256",
+    },
+    "approved": {
+        "mode", "client_name", "client_version", "protocol", "shown_sha256", "credential_sha256",
     },
     "claimed": {
         "dispatcher_id", "claim_token", "confirmed_digest", "append_sent", "dispatch_deadline_ms",
@@ -49,6 +52,8 @@ CATALOGUE = {
     "expired": {"reason"},
     "recovery_classified": {"classification", "stage", "claim_age_ms", "last_lifecycle_type"},
     "rollback_quarantined": {"last_lifecycle_type", "detected_ms", "store_clock", "witness_clock"},
+    "approval_requested": {"mode", "shown_sha256", "nonce_sha256"},
+    "approval_refused": {"mode", "reason"},
     "confirm_refused": {"reason"},
     "duplicate_confirm": {"observed_status"},
     "dispatch_queued": {"connections", "ahead"},
@@ -81,8 +86,10 @@ class TestCatalogue:
         actual = {t: set(cls.__struct_fields__) for t, cls in DATA_CLASSES.items()}
         assert CATALOGUE == actual
 
-    def test_the_four_annotations_are_the_only_non_lifecycle_events(self) -> None:
+    def test_the_six_annotations_are_the_only_non_lifecycle_events(self) -> None:
         expected = {
+            "approval_requested",
+            "approval_refused",
             "confirm_refused",
             "duplicate_confirm",
             "dispatch_queued",

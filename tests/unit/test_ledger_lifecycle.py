@@ -26,6 +26,7 @@ from support.ledger import (
     ABORTED,
     ABORTED_BEFORE_TERMINATOR,
     ACCEPTED,
+    APPROVED_BY_ELICITATION,
     ATTEMPT,
     BODY_WRITE_FAILED,
     COMMIT,
@@ -35,9 +36,11 @@ from support.ledger import (
     FILING_STARTED,
     GRAPH_REJECTION,
     GRAPH_UNKNOWN,
+    NEEDS_APPROVAL,
     NOT_ATTEMPTED_REJECTION,
     PATHS,
     PID,
+    QUARANTINED_APPROVAL,
     QUARANTINED_ATTEMPT,
     QUARANTINED_CLAIM,
     QUARANTINED_COMMIT,
@@ -59,8 +62,13 @@ from support.ledger import (
 # Written from the design's transition table, independently of ledger/lifecycle.py.
 EXPECTED: dict[tuple[str, str], str] = {
     ("NONE", "prepared"): "PREPARED",
+    # Straight to the claim only when the preparation requires no approval (see CONDITIONAL).
     ("PREPARED", "claimed"): "CLAIMED",
     ("PREPARED", "expired"): "EXPIRED",
+    # A person's approval, only of a preparation that requires one; then the claim, or expiry.
+    ("PREPARED", "approved"): "APPROVED",
+    ("APPROVED", "claimed"): "CLAIMED",
+    ("APPROVED", "expired"): "EXPIRED",
     ("CLAIMED", "dispatch_aborted"): "REJECTED",
     ("CLAIMED", "smtp_attempt_started"): "ATTEMPTING",
     ("CLAIMED", "recovery_classified"): "REJECTED",
@@ -75,6 +83,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("FILING", "sent_filing_succeeded"): "FILED",
     ("FILING", "sent_filing_failed"): "FILED",
     ("PREPARED", "rollback_quarantined"): "UNKNOWN",
+    ("APPROVED", "rollback_quarantined"): "UNKNOWN",
     ("CLAIMED", "rollback_quarantined"): "UNKNOWN",
     ("ATTEMPTING", "rollback_quarantined"): "UNKNOWN",
     ("COMMITTED", "rollback_quarantined"): "UNKNOWN",
@@ -103,14 +112,32 @@ ALLOWED_VARIANTS: dict[tuple[str, str], tuple[EventData, ...]] = {
     ),
     ("COMMITTED", "smtp_rejected"): (REJECTED_ACK, ABORTED_BEFORE_TERMINATOR, GRAPH_REJECTION),
     ("PREPARED", "rollback_quarantined"): (QUARANTINED_PREPARATION,),
+    ("APPROVED", "rollback_quarantined"): (QUARANTINED_APPROVAL,),
     ("CLAIMED", "rollback_quarantined"): (QUARANTINED_CLAIM,),
+    # The preparation on the way (NEEDS_APPROVAL) requires an approval by elicitation.
+    ("PREPARED", "approved"): (APPROVED_BY_ELICITATION,),
     ("ATTEMPTING", "rollback_quarantined"): (QUARANTINED_ATTEMPT,),
     ("COMMITTED", "rollback_quarantined"): (QUARANTINED_COMMIT,),
 }
 
 
-def lifecycle_in(state: State) -> Lifecycle:
-    path = PATHS[state]
+# Two transitions out of PREPARED depend on what the preparation requires: an approval is taken
+# only by one that requires it, a claim straight away only by one that does not. Each is tried
+# from the preparation it fits; the other preparation must refuse it.
+CONDITIONAL: dict[tuple[str, str], tuple[EventData, EventData]] = {
+    ("PREPARED", "approved"): (NEEDS_APPROVAL, prepared()),
+    ("PREPARED", "claimed"): (prepared(), NEEDS_APPROVAL),
+}
+
+
+def path_to(state: State, event_type: str = "") -> tuple[EventData, ...]:
+    """The path into `state` from which `event_type` is tried."""
+    fits = CONDITIONAL.get((state, event_type))
+    return PATHS[state] if fits is None else (fits[0],)
+
+
+def lifecycle_in(state: State, event_type: str = "") -> Lifecycle:
+    path = path_to(state, event_type)
     return fold(events_for(path), [T0 + n for n in range(1, len(path) + 1)])
 
 
@@ -132,8 +159,8 @@ def event(data: EventData, seq: int, actor: str | None = None) -> Event:
 
 
 def step(state: State, data: EventData, *, srv_ms: int | None = None) -> Lifecycle:
-    current = lifecycle_in(state)
-    seq = len(PATHS[state]) + 1
+    current = lifecycle_in(state, data.TYPE)
+    seq = len(path_to(state, data.TYPE)) + 1
     return advance(current, event(data, seq), srv_ms)
 
 
@@ -189,6 +216,30 @@ class TestInvalidTransitions:
             if data not in ALLOWED_VARIANTS[pair]:
                 with pytest.raises(InvalidTransition):
                     step(state, data)
+
+    @pytest.mark.parametrize("pair", sorted(CONDITIONAL))
+    def test_a_conditional_transition_is_refused_from_the_other_preparation(
+        self, pair: tuple[State, str]
+    ) -> None:
+        state, event_type = pair
+        _, other = CONDITIONAL[pair]
+        current = fold(events_for([other]))
+        for data in VARIANTS[event_type]:
+            with pytest.raises(InvalidTransition) as caught:
+                advance(current, event(data, 2))
+            assert (state, event_type) == (caught.value.state, caught.value.event_type)
+
+    @pytest.mark.parametrize(
+        "event_type",
+        sorted(EVENT_TYPES - ANNOTATION_TYPES - {"approved", "expired", "rollback_quarantined"}),
+    )
+    def test_a_preparation_requiring_approval_takes_only_approval_expiry_or_quarantine(
+        self, event_type: str
+    ) -> None:
+        current = fold(events_for([NEEDS_APPROVAL]))
+        for data in VARIANTS[event_type]:
+            with pytest.raises(InvalidTransition):
+                advance(current, event(data, 2), T0 + 10_000_000)
 
     @pytest.mark.parametrize("annotation", sorted(ANNOTATION_TYPES))
     def test_an_annotation_cannot_open_a_stream(self, annotation: str) -> None:
@@ -271,9 +322,9 @@ class TestLuaMirror:
             assert f"['{annotation}'] = true" in rendered
 
 
-# Everything that claims, takes a network step or files a Sent copy.
+# Everything that approves, claims, takes a network step or files a Sent copy.
 SENDING_OR_FILING = (
-    "prepared", "claimed", "smtp_attempt_started", "smtp_commit_point", "smtp_accepted",
+    "prepared", "approved", "claimed", "smtp_attempt_started", "smtp_commit_point", "smtp_accepted",
     "sent_filing_started", "sent_filing_succeeded", "sent_filing_failed",
 )  # fmt: skip
 
@@ -295,13 +346,20 @@ class TestEvidence:
 
     @pytest.mark.parametrize(
         "quarantine",
-        [QUARANTINED_PREPARATION, QUARANTINED_CLAIM, QUARANTINED_ATTEMPT, QUARANTINED_COMMIT],
+        [
+            QUARANTINED_PREPARATION,
+            QUARANTINED_APPROVAL,
+            QUARANTINED_CLAIM,
+            QUARANTINED_ATTEMPT,
+            QUARANTINED_COMMIT,
+        ],
     )
     def test_a_send_quarantined_as_unknown_after_a_rollback_may_take_evidence(
         self, quarantine: EventData
     ) -> None:
         path = {
             "prepared": PATHS["PREPARED"],
+            "approved": PATHS["APPROVED"],
             "claimed": PATHS["CLAIMED"],
             "smtp_attempt_started": PATHS["ATTEMPTING"],
             "smtp_commit_point": PATHS["COMMITTED"],
