@@ -360,8 +360,9 @@ def payload(
     ttl_ms: int = TTL_MS,
     owner: str = OWNER,
     digest: str = DIGEST,
+    approval: RequiredApproval | None = None,
 ) -> PreparedPayload:
-    """A small private payload (synthetic content only)."""
+    """A small private payload (synthetic content only; requiring `approval`, when given)."""
     raw = b"From: a@example.test\r\nTo: b@example.test\r\nSubject: canary\r\n\r\nbody\r\n"
     return PreparedPayload(
         pid=pid,
@@ -383,6 +384,7 @@ def payload(
         recipients=("b@example.test", "hidden@example.test"),
         warnings=(),
         digest=digest,
+        approval=UNSET if approval is None else approval,
     )
 
 
