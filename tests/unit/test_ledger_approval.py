@@ -8,6 +8,7 @@ from typing import get_args
 import msgspec
 import pytest
 
+from ledger.audit.checks import AuditRules, audit_stream
 from ledger.audit.show import conclusion
 from ledger.lifecycle import (
     HALT_BLOCKED,
@@ -315,6 +316,25 @@ class TestWhatItMeans:
         items = [EITHER] if state == "PREPARED" else [EITHER, APPROVED_BY_PASSKEY]
         said = conclusion(folded(*items))
         assert "never claimed" in said and "nothing was sent by this service" in said
+
+    @pytest.mark.parametrize(
+        ("items", "actors", "why"),
+        [
+            ((NEEDS_APPROVAL, claimed()), None, "requires an approval first"),
+            ((prepared(), APPROVED_BY_ELICITATION), None, "requires no approval"),
+            ((NEEDS_APPROVAL, APPROVED_BY_PASSKEY), None, "requires no approval"),
+            ((NEEDS_APPROVAL, APPROVED_BY_ELICITATION), ("api:1", "dispatcher:x"), "only the"),
+        ],
+        ids=["claim-unapproved", "approval-not-required", "wrong-mode", "wrong-actor"],
+    )
+    def test_verify_reports_a_claim_or_approval_the_table_refuses(
+        self, items: tuple[EventData, ...], actors: tuple[str, ...] | None, why: str
+    ) -> None:
+        rules = AuditRules(grace_ms=1_000, as_of_ms=T0 + 10_000, retention_ms=3_600_000)
+        pid = "f" * 32
+        [finding] = audit_stream(pid, chain(items, pid=pid, actors=actors), rules).findings
+        assert (2, "invalid_transition") == (finding.seq, finding.kind)
+        assert why in finding.detail
 
     def test_the_chain_builder_signs_approvals_as_the_service(self) -> None:
         events = build_events([NEEDS_APPROVAL, APPROVAL_ASKED, APPROVED_BY_ELICITATION])
