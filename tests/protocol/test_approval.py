@@ -8,9 +8,12 @@ in the handshake era, InputRequiredResult and a retried call in the 2026-07-28 e
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 from mcp import Client
 
 from schemas.ledger import decode_payload
@@ -43,6 +46,14 @@ from support.services import Services
 WIRE_SCOPES = {"ANGELOS_LOCAL_SCOPES": "mail.read mail.write mail.send"}
 
 
+@pytest.fixture(scope="module")
+def http_approval(services: Services) -> Iterator[tuple[dict[str, str], str]]:
+    """One stateless HTTP server (elicitation approval) for the module: its env and base URL."""
+    env = approval_env(services, **WIRE_SCOPES)
+    with http_server(env, "--insecure-local-owner", "tester") as base:
+        yield env, base
+
+
 class TestAnswers:
     """What the person answers decides; only an exact accept of {"decision": "send"} sends."""
 
@@ -51,15 +62,18 @@ class TestAnswers:
         self, services: Services, era: str
     ) -> None:
         rcpt, person = recipient(), accepting()
-        async with mcp_client(
-            approval_env(services), mode=era, elicitation_callback=person, client_info=CLIENT
-        ) as (client, app):
-            preview = await prepare(client, [rcpt])
-            pid = preview["prepared_id"]
-            sent = await confirm(client, preview)
-            after = await status(client, pid)
-            again = await confirm(client, preview)  # a replay: nobody is asked, nothing resent
-            events = await ledger_events(app, pid)
+        with structlog.testing.capture_logs() as logged:
+            async with mcp_client(
+                approval_env(services), mode=era, elicitation_callback=person, client_info=CLIENT
+            ) as (client, app):
+                preview = await prepare(client, [rcpt], subject="Secret plan 4711")
+                pid = preview["prepared_id"]
+                sent = await confirm(client, preview)
+                after = await status(client, pid)
+                again = await confirm(client, preview)  # a replay: nobody asked, nothing resent
+                events = await ledger_events(app, pid)
+        written = json.dumps(logged, default=str)
+        assert '"tool_call"' in written and rcpt not in written and "4711" not in written
         assert error_code(sent) is None, sent.structured_content
         assert "accepted" == (sent.structured_content or {})["status"]
         assert (False, False) == (again.is_error, (again.structured_content or {})["resent"])
@@ -224,15 +238,18 @@ class TestChannels:
         ("era", "outcome"), [("legacy", "approval_unavailable"), ("2026-07-28", None)]
     )
     async def test_over_stateless_http_only_the_2026_era_can_ask(
-        self, services: Services, era: str, outcome: str | None
+        self,
+        services: Services,
+        http_approval: tuple[dict[str, str], str],
+        era: str,
+        outcome: str | None,
     ) -> None:
         rcpt, person = recipient(), accepting()
-        env = approval_env(services, **WIRE_SCOPES)
-        with http_server(env, "--insecure-local-owner", "tester") as base:
-            async with Client(f"{base}/mcp", mode=era, elicitation_callback=person) as client:
-                preview = await prepare(client, [rcpt])
-                result = await confirm(client, preview)
-                after = await status(client, preview["prepared_id"])
+        env, base = http_approval
+        async with Client(f"{base}/mcp", mode=era, elicitation_callback=person) as client:
+            preview = await prepare(client, [rcpt])
+            result = await confirm(client, preview)
+            after = await status(client, preview["prepared_id"])
         assert outcome == error_code(result), result.structured_content
         async with mcp_client(env) as (_, app):
             types = await kinds(app, preview["prepared_id"])

@@ -69,7 +69,7 @@ def mode_env(services: Services, mode: str) -> dict[str, str]:
     return {**party, **env}
 
 
-@pytest.mark.parametrize(("era", "capability", "mode"), list(MATRIX), ids="-".join)
+@pytest.mark.parametrize(("era", "capability", "mode"), list(MATRIX))
 async def test_the_outcome_table(services: Services, era: str, capability: str, mode: str) -> None:
     rcpt, person = recipient("mx"), Accepts()
     env = mode_env(services, mode)
