@@ -3,8 +3,7 @@ the online grant check in front of /mcp, all on the issuer's one canonical origi
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -16,12 +15,22 @@ from service.auth.resource.verifier import TokenVerifier
 from service.auth.server.client_metadata import metadata_client_id
 from service.auth.server.registration import registered_client_id
 from service.auth.server.routes import AuthorizationServer, BrowserFlow, StoreSource, oauth_headers
+from service.auth.server.send_ledger import SendLedger, SendLedgerSource
 from service.auth.server.signing import Signer
 from service.auth.server.store import OAuthStore
 from service.config import FirstPartyConfig, HttpAuthConfig
 from service.context import AppContext
 
-BrowserFactory = Callable[[FirstPartyConfig, StoreSource], BrowserFlow]
+
+class BrowserFactory(Protocol):
+    """Makes the owner's browser flow from the configuration, the OAuth store's source and
+    the send ledger's (for the approval page)."""
+
+    def __call__(
+        self, config: FirstPartyConfig, store_of: StoreSource, *, ledger_of: SendLedgerSource
+    ) -> BrowserFlow:
+        """The browser flow."""
+        ...
 
 
 class FirstParty:
@@ -43,7 +52,8 @@ class FirstParty:
         rules = TokenRules(config.issuer, config.resource, frozenset({config.owner}))
         verifier = TokenVerifier(rules, self.keys, grant_check=self.grant_active)
         self.gate = BearerGate(verifier, auth.metadata_url, auth.initial_scopes)
-        self.server = AuthorizationServer(config, signer, self.store, browser(config, self.store))
+        flow = browser(config, self.store, ledger_of=self.send_ledger)
+        self.server = AuthorizationServer(config, signer, self.store, flow)
 
     def store(self) -> OAuthStore | None:
         """The OAuth state in the ledger's Redis, once the store is open; None fails closed."""
@@ -53,6 +63,13 @@ class FirstParty:
         if self._store is None or self._store.core.client is not ledger.client:
             self._store = OAuthStore(ledger.client, self.config.owner, self.config.resource)
         return self._store
+
+    def send_ledger(self) -> SendLedger | None:
+        """The send ledger while sending is usable, with this process's actor; None otherwise."""
+        sending = self.app.sending
+        if sending.store is None or not sending.usable:
+            return None
+        return SendLedger(sending.store, f"api:{self.app.instance_id}")
 
     async def grant_active(
         self, gid: str, client_id: str, subject: str, scopes: tuple[str, ...]

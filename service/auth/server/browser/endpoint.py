@@ -45,6 +45,7 @@ MESSAGES: Final = {
     ),
     "rate_limited": "Too many requests. Wait a minute and try again.",
     "unavailable": "The sign-in service is unavailable. Try again shortly.",
+    "sending_unavailable": "Sending is not available on this server now; nothing was approved.",
 }
 
 

@@ -10,10 +10,12 @@ from aiohttp import web
 from service.auth.server.authorize_request import AuthorizeRequest
 from service.auth.server.errors import AuthorizeError
 from service.auth.server.routes import by_method
+from service.auth.server.send_ledger import SendLedgerSource, no_send_ledger
 from service.auth.server.store import AUTHORIZE, OAuthStore
 from service.auth.server.store.records import ConsentRequest
 from service.config import FirstPartyConfig
 
+from .approval import APPROVE_ROUTE, ApprovalPages
 from .ceremonies import Ceremonies
 from .consent import ConsentPages
 from .endpoint import BrowserContext, Handler, StoreSource, json_endpoint, page_endpoint, see_other
@@ -24,18 +26,23 @@ from .static import ASSETS, AssetFiles
 
 
 class OwnerBrowser(BrowserContext):
-    """Sign-in, passkeys, consent, grants and logout for the one mailbox owner."""
+    """Sign-in, passkeys, consent, grants, logout and send approval for the one mailbox owner.
+
+    `ledger_of` is the send ledger the approval page reads and writes (None: not available)."""
 
     def __init__(
         self,
         config: FirstPartyConfig,
         store_of: StoreSource,
         clock: Callable[[], float] = time.time,
+        *,
+        ledger_of: SendLedgerSource = no_send_ledger,
     ) -> None:
         super().__init__(config, store_of, clock)
         self.ceremonies = Ceremonies(self)
         self.consent = ConsentPages(self)
         self.grants = GrantPages(self)
+        self.approvals = ApprovalPages(self, ledger_of, self._sign_in_to)
         self.assets = AssetFiles()
 
     async def authorize(self, request: web.Request, valid: AuthorizeRequest) -> web.StreamResponse:
@@ -81,18 +88,32 @@ class OwnerBrowser(BrowserContext):
         kept = None if visit is None or visit.visitor is None else visit.visitor.pending
         return await self._sign_in_page(store, visit, kept)
 
+    async def _sign_in_to(
+        self, store: OAuthStore, visit: Visit | None, next_path: str
+    ) -> web.StreamResponse:
+        """The sign-in page rendered at an owner page's URL, going back to it once signed in
+        (a visitor's pending request is kept)."""
+        kept = None if visit is None or visit.visitor is None else visit.visitor.pending
+        return await self._sign_in_page(store, visit, kept, next_path)
+
     async def _sign_in_page(
-        self, store: OAuthStore, visit: Visit | None, pending: ConsentRequest | None
+        self,
+        store: OAuthStore,
+        visit: Visit | None,
+        pending: ConsentRequest | None,
+        next_path: str | None = None,
     ) -> web.StreamResponse:
         """The sign-in page for an anonymous visitor, its cookie (re)sealed with the pending
-        request for ten more minutes; nothing is stored for it."""
+        request for ten more minutes; nothing is stored for it. Signed in, the page goes on to
+        `next_path` when given, else where the sign-in answer says."""
         now = self.now()
         if visit is None or visit.visitor is None:  # none yet (or a session from before)
             visitor = self.visitors.fresh(now, pending)
         else:
             visitor = self.visitors.renewed(visit.visitor, now, pending)
         sealed = seal_visit(self.visitors, visitor)
-        answer = login_page(await self._login_mode(store), sealed.csrf, self.config.mail_from)
+        mode = await self._login_mode(store)
+        answer = login_page(mode, sealed.csrf, self.config.mail_from, next_path)
         set_cookie(answer, sealed.cookie)
         return answer
 
@@ -102,8 +123,10 @@ class OwnerBrowser(BrowserContext):
         return "sign-in"
 
     def add_routes(self, app: web.Application) -> None:
-        """Register the browser routes (login, passkeys, consent, grants, logout, assets)."""
+        """Register the browser routes (login, passkeys, consent, grants, logout, approval,
+        assets)."""
         page, ceremony = page_endpoint, json_endpoint
+        approvals = self.approvals
         routes: dict[str, dict[str, Handler]] = {
             "/oauth/login": {"GET": page(self.login)},
             "/oauth/passkeys/register/begin": {"POST": ceremony(self.ceremonies.register_begin)},
@@ -113,6 +136,9 @@ class OwnerBrowser(BrowserContext):
             "/oauth/consent": {"GET": page(self.consent.show), "POST": page(self.consent.decide)},
             "/oauth/grants": {"GET": page(self.grants.show), "POST": page(self.grants.revoke)},
             "/oauth/logout": {"POST": page(self.grants.logout)},
+            APPROVE_ROUTE: {"GET": page(approvals.show), "POST": ceremony(approvals.finish)},
+            f"{APPROVE_ROUTE}/begin": {"POST": ceremony(approvals.begin)},
+            f"{APPROVE_ROUTE}/decline": {"POST": page(approvals.decline)},
         }
         for name in ASSETS:
             routes[f"/oauth/assets/{name}"] = {"GET": self.assets.serve}

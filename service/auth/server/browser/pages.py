@@ -94,8 +94,11 @@ def render(
     )
 
 
-def login_page(mode: LoginMode, csrf: str, mail_from: str) -> web.Response:
-    """The sign-in page, or the first-passkey enrolment page before an owner exists."""
+def login_page(
+    mode: LoginMode, csrf: str, mail_from: str, next_path: str | None = None
+) -> web.Response:
+    """The sign-in page, or the first-passkey enrolment page before an owner exists; signed
+    in, the page goes on to `next_path` (a path of this server) when given."""
     mailbox = f'<p class="mailbox">Mailbox <strong>{escape(mail_from)}</strong></p>'
     if mode == "enrol":
         body = (
@@ -109,7 +112,7 @@ def login_page(mode: LoginMode, csrf: str, mail_from: str) -> web.Response:
         return render("Set up Angelos", body + _status(), csrf)
     body = (
         f"{mailbox}<p>Sign in with your passkey to continue.</p>"
-        '<form id="sign-in" data-action="sign-in">'
+        f'<form id="sign-in" data-action="sign-in"{_next(next_path)}>'
         '<button id="sign-in-button" type="submit">Sign in with a passkey</button></form>'
     )
     return render("Sign in to Angelos", body + _status(), csrf)
@@ -234,6 +237,10 @@ def refusal_page(status: int, rule: str) -> web.Response:
         f'<p>Check: <code id="rule">{escape(rule or "malformed_request")}</code></p>'
     )
     return render("This connection request was refused", body, status=status)
+
+
+def _next(path: str | None) -> str:
+    return "" if path is None else f' data-next="{escape(path)}"'
 
 
 def _status() -> str:

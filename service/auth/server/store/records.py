@@ -35,7 +35,7 @@ class SessionRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return self.authenticated_unix > 0
 
 
-ChallengePurpose = Literal["bootstrap", "register", "login"]
+ChallengePurpose = Literal["bootstrap", "register", "login", "approve"]  # approve: one send
 
 
 class ChallengeRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

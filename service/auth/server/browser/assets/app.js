@@ -1,5 +1,6 @@
 "use strict";
-// The passkey ceremonies of the Angelos sign-in and grants pages (no other script runs there).
+// The passkey ceremonies of the Angelos sign-in, grants and send approval pages (no other
+// script runs there).
 const csrf = document.querySelector('meta[name="angelos-csrf"]')?.content ?? "";
 const statusLine = document.getElementById("status");
 
@@ -52,11 +53,21 @@ async function register(extra) {
   location.reload();
 }
 
-async function signIn() {
+async function signIn(form) {
   const options = await post("/oauth/passkeys/login/begin", {});
   const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(options);
   const credential = await navigator.credentials.get({publicKey});
   const answer = await post("/oauth/passkeys/login/finish", {credential: asserted(credential)});
+  location.assign(form.dataset.next ?? answer.next);  // back to the page that asked, if one did
+}
+
+// One send: the challenge is bound to this preparation and to the text the page shows.
+async function approve(form) {
+  const path = `/oauth/approve/${form.dataset.pid}`;
+  const options = await post(`${path}/begin`, {shown_sha256: form.dataset.shown});
+  const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(options);
+  const credential = await navigator.credentials.get({publicKey});
+  const answer = await post(path, {credential: asserted(credential)});
   location.assign(answer.next);
 }
 
@@ -64,6 +75,7 @@ const actions = {
   "enrol": () => register({bootstrap_token: document.getElementById("bootstrap-token").value}),
   "add-passkey": () => register({}),
   "sign-in": signIn,
+  "approve": approve,
 };
 
 for (const form of document.querySelectorAll("form[data-action]")) {
@@ -71,7 +83,7 @@ for (const form of document.querySelectorAll("form[data-action]")) {
     event.preventDefault();
     statusLine.textContent = "working";
     try {
-      await actions[form.dataset.action]();
+      await actions[form.dataset.action](form);
       statusLine.textContent = "done";
     } catch (error) {
       statusLine.textContent = `failed: ${error.name}: ${error.message}`;
