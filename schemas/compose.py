@@ -120,6 +120,9 @@ class PreparePreview(Struct, kw_only=True):
     encoded_bytes: int
     status: Literal["prepared"] = "prepared"
     confirmation: str = CONFIRMATION_TEXT
+    # The owner's passkey approval page, when the send needs an approval a passkey can give
+    # and the first-party authorization server is on.
+    approval_url: str | UnsetType = UNSET
 
 
 class SourcedPreparePreview(PreparePreview, kw_only=True):

@@ -33,6 +33,8 @@ from schemas.compose import (
 )
 from schemas.ledger import PayloadAttachment, PreparedPayload
 from schemas.ledger_events import PrepareAction
+from schemas.send_policy import accepts
+from service.approval.links import approval_url
 from service.context import AppContext
 from service.operations.query import require_mailbox
 from service.operations.read import fit_reference, graph_mailbox, parse
@@ -178,7 +180,10 @@ async def store_preparation(
     if outcome.result not in ("ok", "duplicate"):
         raise errors.OperationFailed("the preparation could not be stored; nothing was prepared")
     expires_at = datetime.fromtimestamp(expires_ms / 1000, UTC)
-    return preview(composed, expires_at)
+    result = preview(composed, expires_at)
+    if policy.required is not None and accepts(policy.required, "passkey"):
+        result.approval_url = approval_url(app, payload.pid) or UNSET
+    return result
 
 
 def now() -> datetime:
