@@ -124,7 +124,16 @@ async def send_status(client: Client, pid: str) -> dict[str, Any]:
 
 def sink(services: Services, rcpt: str) -> list[str]:
     """The outcomes of the SMTP sink's DATA transactions naming `rcpt`."""
-    return [t.outcome for t in transactions(services.smtp_spool, rcpt=rcpt)]
+    return sinks(services, [rcpt])[rcpt]
+
+
+def sinks(services: Services, rcpts: list[str]) -> dict[str, list[str]]:
+    """The outcomes of the sink's transactions by recipient, from one read of its log."""
+    seen: dict[str, list[str]] = {rcpt.lower(): [] for rcpt in rcpts}
+    for transaction in transactions(services.smtp_spool):
+        for rcpt in {r.lower() for r in transaction.rcpt_tos} & seen.keys():
+            seen[rcpt].append(transaction.outcome)
+    return {rcpt: seen[rcpt.lower()] for rcpt in rcpts}
 
 
 @contextlib.asynccontextmanager

@@ -35,6 +35,7 @@ from faults.approval_rig import (
     send_status,
     server_pair,
     sink,
+    sinks,
     state_of,
     tag,
     types_of,
@@ -126,12 +127,15 @@ class TestCrashBetweenApprovedAndClaimed:
                     k: replay.get(k) for k in ("status", "resent")
                 }, replay
             assert [] == again.messages  # the restarted server asked no one
+            # The whole namespace verifies clean (while the server drains and stops).
+            verify, _ = await asyncio.gather(
+                asyncio.to_thread(ledger_json, env, "verify"), asyncio.to_thread(server.stop)
+            )
         finally:
             await asyncio.to_thread(server.stop)
+        assert (True, []) == (verify["ok"], verify["findings"]), verify
         assert ["accepted"] == sink(services, rcpt)
         assert 1 == (await types_of(ledger, pid)).count("claimed")
-        verify = await asyncio.to_thread(ledger_json, env, "verify")
-        assert (True, []) == (verify["ok"], verify["findings"]), verify
         print(f"crash between approved and claimed: {time.monotonic() - started:.1f} s")
 
 
@@ -216,12 +220,13 @@ class TestRateLimitAcrossProcesses:
         rcpts = [f"ar3-{run}-{n}@example.test" for n in range(200)]
         async with mcp_client(env, owner=OWNER) as (local, _):
             previews = await asyncio.gather(*(prepare(local, r) for r in rcpts))
-            prepared_s = time.monotonic() - started
+            prepared = time.monotonic()
             async with Client(servers[0].url) as one, Client(servers[1].url) as two:
                 clients = [one, two] * 100
                 answers = await asyncio.gather(
                     *(confirm(c, p) for c, p in zip(clients, previews, strict=True))
                 )
+            confirmed = time.monotonic()
             statuses = await asyncio.gather(
                 *(send_status(local, p["prepared_id"]) for p in previews)
             )
@@ -229,8 +234,10 @@ class TestRateLimitAcrossProcesses:
         sent = [n for n, a in enumerate(answers) if a.get("status") == "accepted"]
         limited = [n for n, a in enumerate(answers) if a.get("error_code") == "rate_limited"]
         print(
-            f"200 confirms under 50/h: {len(sent)} accepted, {len(limited)} rate_limited "
-            f"(prepared in {prepared_s:.1f} s, all in {time.monotonic() - started:.1f} s)"
+            f"200 confirms under 50/h: {len(sent)} accepted ({sum(n % 2 == 0 for n in sent)} "
+            f"through the first process), {len(limited)} rate_limited "
+            f"(prepared in {prepared - started:.1f} s, confirmed in {confirmed - prepared:.1f} s, "
+            f"all in {time.monotonic() - started:.1f} s)"
         )
         assert (50, 150) == (len(sent), len(limited)), Counter(
             a.get("status") or a.get("error_code") for a in answers
@@ -240,7 +247,7 @@ class TestRateLimitAcrossProcesses:
             assert datetime.fromisoformat(retry_at).timestamp() > time.time() + 3000, retry_at
             assert "not_sent" == answers[n]["outcome"]["status"]
         # The spool: one transaction per sent recipient, none for a refused one.
-        spool = {r: sink(services, r) for r in rcpts}
+        spool = sinks(services, rcpts)
         assert all(["accepted"] == spool[rcpts[n]] for n in sent)
         assert all([] == spool[rcpts[n]] for n in limited)
         assert 50 == sum(len(v) for v in spool.values())
@@ -256,8 +263,8 @@ class TestRateLimitAcrossProcesses:
         members = await rate_members(ledger)
         assert 50 == len(members) == await ledger.client.zcard(ledger.keys.rate)
         assert {pids[n] for n in sent} == set(members)
-        # Both processes took part in the sends and in the refusals.
-        assert {n % 2 for n in sent} == {0, 1} and {n % 2 for n in limited} == {0, 1}
+        # Each process refused some (it had 100 confirms for at most 50 sends).
+        assert {0, 1} == {n % 2 for n in limited}
 
 
 # ------------------------------------------------------------------------------------------- 4
