@@ -4,7 +4,8 @@ real Redis, the real SMTP sink and real `angelos serve` processes.
 1. A server SIGKILLed right after the `approved` event is durable (before any claim) leaves a
    preparation that a restarted server sends exactly once, without asking again.
 2. 100 concurrent confirms of one approved preparation, from two server processes and an
-   in-process client, send it once.
+   in-process client, send it once (the approval is recorded once by the gate itself,
+   service.approval.gate.approve with an accepting ask, so that no confirm claims it first).
 3. 200 concurrent confirms of distinct preparations, 100 through each of two processes, under
    MAIL_SEND_RATE_LIMIT=50/h: exactly 50 sends, 150 refusals that consume nothing.
 4. An approved preparation refused by the rate limit stays approved.
