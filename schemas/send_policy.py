@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from email.utils import parseaddr
 from typing import Final, Literal
 
 from msgspec import Struct
@@ -33,19 +34,33 @@ class RecipientAllowlist(Struct, frozen=True):
     entries: tuple[str, ...]
 
     def allows(self, address: str) -> bool:
-        """Tell whether one envelope address is on the list (case-insensitive)."""
-        folded = address.lower()
+        """Tell whether one address is on the list (case-insensitive).
+
+        A header form (`"Ann" <ann@example.org>`) is judged by its address alone; one that does
+        not parse is judged as written, and so refused.
+        """
+        folded = (parseaddr(address)[1] or address).lower()
         _, at, domain = folded.rpartition("@")
         return folded in self.entries or (bool(at) and "@" + domain in self.entries)
 
-    def refused(self, to: Sequence[str], cc: Sequence[str], bcc: Sequence[str]) -> list[str]:
-        """Name each refused recipient by its field and position (`to[0]`, `bcc[2]`), in order."""
-        return [
+    def refused(
+        self, to: Sequence[str], cc: Sequence[str], bcc: Sequence[str],
+        envelope: Sequence[str] = (),
+    ) -> list[str]:  # fmt: skip
+        """Name each refused recipient by its field and position (`to[0]`, `bcc[2]`), in order.
+
+        The envelope (the addresses the message actually goes to) is checked too: a refused
+        one that no header names is reported as `envelope[i]`.
+        """
+        named = [
             f"{field}[{index}]"
             for field, addresses in (("to", to), ("cc", cc), ("bcc", bcc))
             for index, address in enumerate(addresses)
             if not self.allows(address)
         ]
+        if named:
+            return named
+        return [f"envelope[{i}]" for i, address in enumerate(envelope) if not self.allows(address)]
 
     @property
     def digest(self) -> str:

@@ -40,7 +40,7 @@ async def check_recipients(
     if blob is None:
         return  # the claim answers payload_missing
     payload = decode_payload(blob)
-    refused = allowlist.refused(payload.to, payload.cc, payload.bcc)
+    refused = allowlist.refused(payload.to, payload.cc, payload.bcc, payload.recipients)
     if refused:
         writes.annotate_later(pid, head, ConfirmRefused(reason="recipient_not_allowed"))
         raise errors.RecipientNotAllowed(

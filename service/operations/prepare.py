@@ -140,7 +140,7 @@ async def store_preparation(
     policy = app.config.send_policy
     allowlist = policy.allowlist
     if allowlist is not None:
-        refused = allowlist.refused(composed.to, composed.cc, composed.bcc)
+        refused = allowlist.refused(composed.to, composed.cc, composed.bcc, composed.recipients)
         if refused:  # positions only: the addresses never reach a log or an error
             raise errors.RecipientNotAllowed(
                 "not on the recipient allowlist: " + ", ".join(refused) + "; nothing was prepared"

@@ -43,13 +43,6 @@ async def refused_confirms(app: Any, pid: str) -> list[str]:
     return [decode_event(e.e).data.reason for e in entries if e.t == "confirm_refused"]
 
 
-# The allowlist is matched against the recipients' header forms (`<a@example.test>`), not their
-# addresses, so at this commit every recipient is refused once a list is set; these tests show
-# it and pass (strict xfail turns into a failure) once the match reads the addr-spec.
-HEADER_FORM_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="RecipientAllowlist.allows is given header forms (<addr>), so it refuses every address",
-)
 STRANGER = "Stranger.Zq7@elsewhere-zq7.test"  # "zq7" appears nowhere else
 
 
@@ -93,7 +86,6 @@ class TestAllowlist:
         assert True is (capabilities.structured_content or {})["recipient_allowlist"]
         assert 0 == sends(services, allowed)
 
-    @HEADER_FORM_BUG
     async def test_only_the_off_list_recipient_is_named(self, services: Services) -> None:
         allowed = recipient("ok")
         env = approval_env(services, "off", MAIL_SEND_ALLOWED_RECIPIENTS="@example.test")
@@ -102,7 +94,6 @@ class TestAllowlist:
         body = refused.structured_content or {}
         assert "not on the recipient allowlist: cc[0]; nothing was prepared" == body["error"]
 
-    @HEADER_FORM_BUG
     async def test_a_narrowed_list_refuses_at_confirm_without_consuming(
         self, services: Services
     ) -> None:

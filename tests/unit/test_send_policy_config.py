@@ -374,6 +374,26 @@ class TestAllowlistChecks:
         )
         assert ["to[1]", "cc[0]", "bcc[1]"] == refused_positions
 
+    @pytest.mark.parametrize(
+        ("header", "allowed"),
+        [
+            ("<bob@example.org>", True),
+            ('"Bob" <bob@example.org>', True),
+            ("=?utf-8?q?B=C3=B6b?= <bob@example.org>", True),
+            ('"ann@example.net" <x@other.test>', False),  # the display name never counts
+            ("Bob <bob@other.test>", False),
+            ("<<>>", False),  # does not parse: judged as written, so refused
+        ],
+    )
+    def test_a_header_form_is_judged_by_its_address(self, header: str, allowed: bool) -> None:
+        assert allowed is self.LIST.allows(header)
+
+    def test_an_envelope_recipient_no_header_names_is_refused_too(self) -> None:
+        headers = {"to": ["<a@example.org>"], "cc": [], "bcc": []}
+        envelope = ["a@example.org", "x@other.test"]
+        assert ["envelope[1]"] == self.LIST.refused(**headers, envelope=envelope)
+        assert [] == self.LIST.refused(**headers, envelope=envelope[:1])
+
     def test_refused_is_empty_when_all_are_allowed(self) -> None:
         assert [] == self.LIST.refused(to=["A@Example.org"], cc=[], bcc=["ann@example.net"])
 
