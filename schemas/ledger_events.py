@@ -272,6 +272,9 @@ class ApprovalRefused(_Data, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     ANNOTATION = True
     mode: ApprovalMode
     reason: ApprovalRefusal
+    # The request it answers (its approval_requested's nonce_sha256), when the answer named one:
+    # a request is answered once, and a stale answer never uses up a newer request.
+    nonce_sha256: Hex64 | UnsetType = UNSET
 
 
 class ConfirmRefused(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -16,7 +16,7 @@ import secrets
 from typing import Any, Final
 
 import structlog
-from msgspec import Struct, UnsetType
+from msgspec import UNSET, Struct, UnsetType
 
 from ledger.chain import verified_events
 from ledger.ids import new_id
@@ -163,42 +163,42 @@ async def _take_answer(
     app: AppContext, store: LedgerStore, pending: _Pending, channel: Channel
 ) -> None:
     assert channel.state is not None
-    mode, problem = _check_state(pending, channel.state)
+    mode, nonce_sha256, problem = _check_state(pending, channel.state)
     if problem is not None:
-        await _refuse(app, store, pending, mode, problem)
+        await _refuse(app, store, pending, mode, problem, nonce_sha256)
     if mode == "passkey":
         # URL mode: the page itself records the approval; the claim finds it, or refuses.
         if channel.answer is None or channel.answer[0] != "accept":
-            await _refuse(app, store, pending, mode, _refusal(channel.answer))
+            await _refuse(app, store, pending, mode, _refusal(channel.answer), nonce_sha256)
         return
-    await _judge(app, store, pending, channel, channel.answer)
+    await _judge(app, store, pending, channel, channel.answer, nonce_sha256)
 
 
 async def _ask_now(
     app: AppContext, store: LedgerStore, pending: _Pending, channel: Channel
 ) -> None:
     assert channel.ask is not None
-    nonce = secrets.token_hex(16)  # recorded for the audit; this answer comes on this call
+    nonce_sha256 = _hash(secrets.token_hex(16))  # for the audit: this answer comes on this call
     requested = ApprovalRequested(
-        mode="elicitation", shown_sha256=pending.shown, nonce_sha256=_hash(nonce)
+        mode="elicitation", shown_sha256=pending.shown, nonce_sha256=nonce_sha256
     )
     await _write(app, store, pending, requested, "the approval request could not be recorded")
     try:
         answer = await asyncio.wait_for(channel.ask(pending.message, SCHEMA), WAIT_S)
     except TimeoutError:
-        await _refuse(app, store, pending, "elicitation", "timed_out")
+        await _refuse(app, store, pending, "elicitation", "timed_out", nonce_sha256)
     except Exception as exc:  # the client could not be asked: nothing was approved
         log.warning("approval_not_asked", error_type=type(exc).__name__)
         raise _unavailable(None) from None
-    await _judge(app, store, pending, channel, answer)
+    await _judge(app, store, pending, channel, answer, nonce_sha256)
 
 
 async def _judge(
     app: AppContext, store: LedgerStore, pending: _Pending, channel: Channel,
-    answer: Answer | None,
+    answer: Answer | None, nonce_sha256: str | None,
 ) -> None:  # fmt: skip
     if answer is None or answer[0] != "accept" or answer[1] != APPROVE:
-        await _refuse(app, store, pending, "elicitation", _refusal(answer))
+        await _refuse(app, store, pending, "elicitation", _refusal(answer), nonce_sha256)
     approved = Approved(
         mode="elicitation",
         client_name=client_text(channel.client_name),
@@ -209,15 +209,20 @@ async def _judge(
     await _write(app, store, pending, approved, "the approval could not be recorded")
 
 
-def _check_state(pending: _Pending, state: str) -> tuple[ApprovalMode, ApprovalRefusal | None]:
-    """Match a returned state to the newest approval request of this preparation."""
+def _check_state(
+    pending: _Pending, state: str
+) -> tuple[ApprovalMode, str | None, ApprovalRefusal | None]:
+    """Match a returned state to the newest approval request of this preparation.
+
+    Returns the mode, the nonce hash the state names (None when it names none) and the problem.
+    """
     try:
         value = json.loads(state)
         pid, nonce, mode = value["pid"], value["nonce"], value["mode"]
     except (ValueError, TypeError, KeyError):
-        return "elicitation", "state_invalid"
+        return "elicitation", None, "state_invalid"
     if mode not in ("elicitation", "passkey") or pid != pending.pid or not isinstance(nonce, str):
-        return "elicitation", "state_invalid"
+        return "elicitation", None, "state_invalid"
     wanted = _hash(nonce)
     requests = [
         (position, event.data)
@@ -225,18 +230,22 @@ def _check_state(pending: _Pending, state: str) -> tuple[ApprovalMode, ApprovalR
         if isinstance(event.data, ApprovalRequested)
     ]
     if not requests:
-        return mode, "state_invalid"
+        return mode, wanted, "state_invalid"
     position, newest = requests[-1]
     if newest.nonce_sha256 != wanted or newest.mode != mode:
         known = any(data.nonce_sha256 == wanted for _, data in requests)
-        return mode, "state_replayed" if known else "state_invalid"
-    if any(isinstance(e.data, ApprovalRefused) for e in pending.events[position + 1 :]):
-        return mode, "state_replayed"  # this request was already answered
+        return mode, wanted, "state_replayed" if known else "state_invalid"
+    answered = (
+        isinstance(e.data, ApprovalRefused) and e.data.nonce_sha256 == wanted
+        for e in pending.events[position + 1 :]
+    )
+    if any(answered):
+        return mode, wanted, "state_replayed"  # this request was already answered
     if pending.now_ms - pending.entries[position].srv_ms > STATE_TTL_MS:
-        return mode, "state_expired"
+        return mode, wanted, "state_expired"
     if newest.shown_sha256 != pending.shown:
-        return mode, "state_invalid"
-    return mode, None
+        return mode, wanted, "state_invalid"
+    return mode, wanted, None
 
 
 def _refusal(answer: Answer | None) -> ApprovalRefusal:
@@ -251,16 +260,18 @@ def _refusal(answer: Answer | None) -> ApprovalRefusal:
 
 async def _refuse(
     app: AppContext, store: LedgerStore, pending: _Pending, mode: ApprovalMode,
-    reason: ApprovalRefusal,
+    reason: ApprovalRefusal, nonce_sha256: str | None,
 ) -> None:  # fmt: skip
     """Record the refusal (best effort) and answer it; the preparation stays usable."""
     head = head_of(pending.entries)
+    refused = ApprovalRefused(
+        mode=mode, reason=reason, nonce_sha256=UNSET if nonce_sha256 is None else nonce_sha256
+    )
     if head is not None:
         try:
             await store.append(
-                pending.pid, head, ApprovalRefused(mode=mode, reason=reason),
-                actor=f"api:{app.instance_id}", eid=new_id(),
-            )  # fmt: skip
+                pending.pid, head, refused, actor=f"api:{app.instance_id}", eid=new_id()
+            )
         except errors.MailError:
             log.warning("annotation_not_recorded", pid=pending.pid, type="approval_refused")
     raise errors.ApprovalDeclined(
@@ -283,6 +294,12 @@ async def _write(
     if outcome is None or outcome.result not in ("appended", "duplicate"):
         if isinstance(data, Approved) and outcome is not None and outcome.state != "PREPARED":
             return  # approved (or consumed) meanwhile: the dispatcher claims or replays it
+        if outcome is not None and outcome.result == "annotation_cap":
+            # The stream's room for notes is used up by earlier questions and answers.
+            raise errors.ApprovalUnavailable(
+                "this preparation was asked about too often to ask again; prepare the message "
+                "again if it is still wanted; nothing was sent"
+            )
         raise errors.ApprovalUnavailable(f"{failure}; nothing was sent")
 
 

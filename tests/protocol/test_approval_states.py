@@ -143,6 +143,40 @@ class TestRequestState:
         assert "approved" not in [kind for kind, _ in events]
         assert error_code(sent) is None and 1 == sends(services, rcpt)
 
+    async def test_a_stale_answer_never_uses_up_the_newer_request(self, services: Services) -> None:
+        rcpt = recipient()
+        async with mcp_client(
+            approval_env(services), mode=ERA, elicitation_callback=accepting()
+        ) as (client, app):
+            preview = await prepare(client, [rcpt])
+            older = await ask(client, preview)
+            newer = await ask(client, preview)
+            stale = await retry(client, preview, older.request_state, answer("accept", SEND))
+            # The newest request's own answer still approves, on the same state.
+            sent = await retry(client, preview, newer.request_state, answer("accept", SEND))
+            events = await ledger_events(app, preview["prepared_id"])
+        assert "approval_declined" == refused_as(stale)
+        assert error_code(sent) is None and 1 == sends(services, rcpt)
+        assert ["state_replayed"] == refusals(events)
+        assert 1 == [kind for kind, _ in events].count("approved")
+
+    async def test_a_preparation_asked_about_too_often_says_so_and_sends_nothing(
+        self, services: Services
+    ) -> None:
+        rcpt = recipient()
+        env = approval_env(services, SEND_ANNOTATION_CAP="4")  # two questions, two answers
+        async with mcp_client(env, mode=ERA, elicitation_callback=accepting()) as (client, app):
+            preview = await prepare(client, [rcpt])
+            for _ in range(2):
+                asked = await ask(client, preview)
+                await retry(client, preview, asked.request_state, answer("decline", None))
+            third = await client.call_tool(TOOL, confirm_args(preview))
+            events = await ledger_events(app, preview["prepared_id"])
+        assert "approval_unavailable" == error_code(third)
+        assert "asked about too often" in (third.structured_content or {})["error"]
+        assert ["declined", "declined"] == refusals(events)
+        assert "approved" not in [kind for kind, _ in events] and 0 == sends(services, rcpt)
+
     async def test_a_state_minted_for_another_principal_is_refused_by_the_sdk(
         self, services: Services, caplog: pytest.LogCaptureFixture
     ) -> None:

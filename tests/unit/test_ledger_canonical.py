@@ -53,7 +53,7 @@ CATALOGUE = {
     "recovery_classified": {"classification", "stage", "claim_age_ms", "last_lifecycle_type"},
     "rollback_quarantined": {"last_lifecycle_type", "detected_ms", "store_clock", "witness_clock"},
     "approval_requested": {"mode", "shown_sha256", "nonce_sha256"},
-    "approval_refused": {"mode", "reason"},
+    "approval_refused": {"mode", "reason", "nonce_sha256"},
     "confirm_refused": {"reason"},
     "duplicate_confirm": {"observed_status"},
     "dispatch_queued": {"connections", "ahead"},
