@@ -1,59 +1,56 @@
-"""The send ledger's events: canonical scalars, one Struct per event type,
-and the catalogue sets the state machine and the scripts use.
+"""The send ledger's events: one Struct per lifecycle event type, and the catalogue sets the
+state machine and the scripts use; the scalars (ledger_scalars) and annotations (ledger_notes)
+are re-exported here, so every event name has one home to import from.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Final, Literal
+from typing import Annotated, Final, Literal
 
-from msgspec import UNSET, Meta, Struct, UnsetType
+from msgspec import UNSET, Meta, UnsetType
 
+from schemas.ledger_notes import (
+    ApprovalRefused,
+    ApprovalRequested,
+    ConfirmRefused,
+    DispatchQueued,
+    DuplicateConfirm,
+    LateOutcomeObserved,
+)
+from schemas.ledger_scalars import (
+    MAX_ENTRIES,
+    MAX_INT,
+    MAX_MESSAGE_ID_BYTES,
+    MESSAGE_ID_PATTERN,
+    Actor,
+    ApprovalRefusal,
+    ClientText,
+    Endpoint,
+    EnhancedStatus,
+    EventDataBase,
+    GraphId,
+    Hex32,
+    Hex64,
+    Int53,
+    MessageId,
+    PrepareAction,
+    ProtocolVersion,
+    PublicStatus,
+    ReplyCode,
+    ResolutionNote,
+    SentFiling,
+    SmtpStage,
+    Transport,
+    Uid32,
+)
 from schemas.send_policy import ApprovalMode, RequiredApproval
-from schemas.submission import FinalStage, MaybeSentCause, NetworkStage, SmtpRejectReason
-
-# ---------------------------------------------------------------------------------------------
-# Scalars of the canonical form
-
-MAX_INT: Final = 2**53 - 1
-MAX_MESSAGE_ID_BYTES: Final = 997
-MAX_ENTRIES: Final = 128  # a stream with more entries is corrupt
-
-_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
-_DOT_ATOM = rf"{_ATEXT}+(?:\.{_ATEXT}+)*"
-# The Message-ID validator, restricted to the canonical alphabet (no `"` or `\` anywhere).
-MESSAGE_ID_PATTERN: Final = rf"^<{_DOT_ATOM}@(?:{_DOT_ATOM}|\[[!#-Z^-~]*\])>$"
-
-Int53 = Annotated[int, Meta(ge=0, le=MAX_INT)]
-Hex32 = Annotated[str, Meta(pattern="^[0-9a-f]{32}$")]
-Hex64 = Annotated[str, Meta(pattern="^[0-9a-f]{64}$")]
-MessageId = Annotated[str, Meta(pattern=MESSAGE_ID_PATTERN, max_length=MAX_MESSAGE_ID_BYTES)]
-Actor = Annotated[
-    str, Meta(pattern=r"^(api|dispatcher|recovery|sweeper|operator):[A-Za-z0-9._-]{1,64}$")
-]
-Endpoint = Annotated[str, Meta(pattern=r"^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$")]
-EnhancedStatus = Annotated[str, Meta(pattern=r"^(|[245]\.[0-9]{1,3}\.[0-9]{1,3})$")]
-ReplyCode = Annotated[int, Meta(ge=0, le=599)]
-Uid32 = Annotated[int, Meta(ge=1, le=4_294_967_295)]
-GraphId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_=-]{1,1024}$")]
-
-Transport = Literal["smtp", "microsoft_graph"]
-PrepareAction = Literal["new", "reply", "reply_all", "forward", "draft"]
-SmtpStage = Literal["not_attempted", NetworkStage]
-PublicStatus = Literal["prepared", "sending", "accepted", "rejected", "unknown", "expired"]
-SentFiling = Literal["pending", "saved", "failed", "unknown", "skipped"]
+from schemas.submission import FinalStage, MaybeSentCause, SmtpRejectReason
 
 # ---------------------------------------------------------------------------------------------
 # Event data. Every class names its event type; fields are exactly the catalogue's.
 
 
-class _Data(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """Base of every event's `data` object."""
-
-    TYPE: ClassVar[str] = ""
-    ANNOTATION: ClassVar[bool] = False
-
-
-class Prepared(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class Prepared(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """seq 1: a preparation exists, bound to its owner and digest (and, first-party, its grant)."""
 
     TYPE = "prepared"
@@ -77,23 +74,7 @@ class Prepared(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
     allowlist_sha256: Hex64 | UnsetType = UNSET
 
 
-# A client's self-reported name or version: canonical printable ASCII (no `"` or `\\`).
-ClientText = Annotated[str, Meta(pattern=r"^[ !#-\[\]-~]*$", max_length=100)]
-# A protocol revision (`2025-06-18`), or "" when unknown: one pattern, since msgspec checks a
-# constrained str before a Literal of the same str type and would refuse "".
-ProtocolVersion = Annotated[str, Meta(pattern=r"^([0-9]{4}-[0-9]{2}-[0-9]{2})?$")]
-ApprovalRefusal = Literal[
-    "declined",
-    "cancelled",
-    "malformed_answer",
-    "state_invalid",
-    "state_expired",
-    "state_replayed",
-    "timed_out",
-]
-
-
-class Approved(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class Approved(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """A person approved this preparation, as its `approval` required, before any claim."""
 
     TYPE = "approved"
@@ -107,7 +88,7 @@ class Approved(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
     credential_sha256: Hex64 | UnsetType = UNSET  # the passkey's credential ID, hashed
 
 
-class Claimed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class Claimed(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The one-time claim: the preparation is consumed."""
 
     TYPE = "claimed"
@@ -121,7 +102,7 @@ class Claimed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
     recovery_grace_ms: Int53 | UnsetType = UNSET
 
 
-class DispatchAborted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class DispatchAborted(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The dispatcher stopped before any network contact."""
 
     TYPE = "dispatch_aborted"
@@ -142,7 +123,7 @@ class DispatchAborted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     network_contacted: Literal[False]
 
 
-class SmtpAttemptStarted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class SmtpAttemptStarted(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Durable before any TCP connection (I3)."""
 
     TYPE = "smtp_attempt_started"
@@ -152,7 +133,7 @@ class SmtpAttemptStarted(_Data, frozen=True, forbid_unknown_fields=True, kw_only
     auth: Literal["plain", "xoauth2", "graph_oauth"]
 
 
-class SmtpCommitPoint(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class SmtpCommitPoint(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Durable before the end-of-data marker or the Graph POST (I4)."""
 
     TYPE = "smtp_commit_point"
@@ -160,7 +141,7 @@ class SmtpCommitPoint(_Data, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     raw_sha256: Hex64
 
 
-class SmtpAccepted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class SmtpAccepted(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The provider accepted the submission (not delivery)."""
 
     TYPE = "smtp_accepted"
@@ -169,7 +150,7 @@ class SmtpAccepted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True)
     enhanced_status: EnhancedStatus
 
 
-class SmtpRejected(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class SmtpRejected(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The attempt is recorded as not accepted."""
 
     TYPE = "smtp_rejected"
@@ -182,7 +163,7 @@ class SmtpRejected(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True)
     ]
 
 
-class SmtpOutcomeUnknown(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class SmtpOutcomeUnknown(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The submission may or may not have been accepted; never resend."""
 
     TYPE = "smtp_outcome_unknown"
@@ -190,14 +171,14 @@ class SmtpOutcomeUnknown(_Data, frozen=True, forbid_unknown_fields=True, kw_only
     cause: Literal[MaybeSentCause, "internal_error"]
 
 
-class SentFilingStarted(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class SentFilingStarted(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The Sent copy is about to be appended."""
 
     TYPE = "sent_filing_started"
     mailbox_role: Literal["sent"]
 
 
-class SentFilingSucceeded(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class SentFilingSucceeded(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The Sent copy was appended."""
 
     TYPE = "sent_filing_succeeded"
@@ -206,7 +187,7 @@ class SentFilingSucceeded(_Data, frozen=True, forbid_unknown_fields=True, kw_onl
     uid: Uid32 | UnsetType = UNSET
 
 
-class SentFilingFailed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class SentFilingFailed(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The Sent copy was not appended, or its outcome is unknown."""
 
     TYPE = "sent_filing_failed"
@@ -222,14 +203,14 @@ class SentFilingFailed(_Data, frozen=True, forbid_unknown_fields=True, kw_only=T
     ]
 
 
-class Expired(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class Expired(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """An unclaimed preparation passed its deadline; the payload is deleted."""
 
     TYPE = "expired"
     reason: Literal["deadline_passed"]
 
 
-class RecoveryClassified(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class RecoveryClassified(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Recovery closed an abandoned dispatch from its last durable event."""
 
     TYPE = "recovery_classified"
@@ -239,7 +220,7 @@ class RecoveryClassified(_Data, frozen=True, forbid_unknown_fields=True, kw_only
     last_lifecycle_type: Literal["claimed", "smtp_attempt_started", "smtp_commit_point"]
 
 
-class RollbackQuarantined(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class RollbackQuarantined(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The store lost acknowledged writes: this open send's state cannot be trusted, so it ends.
 
     Written only while the ledger is halted for a detected rollback. The preparation may have
@@ -255,78 +236,7 @@ class RollbackQuarantined(_Data, frozen=True, forbid_unknown_fields=True, kw_onl
     witness_clock: Int53  # the highest clock a process had seen and kept outside the store
 
 
-class ApprovalRequested(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """Annotation: a person was asked to approve; a one-time answer is bound to this request."""
-
-    TYPE = "approval_requested"
-    ANNOTATION = True
-    mode: ApprovalMode
-    shown_sha256: Hex64
-    nonce_sha256: Hex64  # the answer must carry the nonce whose hash this is, once
-
-
-class ApprovalRefused(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """Annotation: an answer did not approve; nothing was consumed and nothing was sent."""
-
-    TYPE = "approval_refused"
-    ANNOTATION = True
-    mode: ApprovalMode
-    reason: ApprovalRefusal
-    # The request it answers (its approval_requested's nonce_sha256), when the answer named one:
-    # a request is answered once, and a stale answer never uses up a newer request.
-    nonce_sha256: Hex64 | UnsetType = UNSET
-
-
-class ConfirmRefused(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """Annotation: a confirm was refused without consuming anything."""
-
-    TYPE = "confirm_refused"
-    ANNOTATION = True
-    reason: Literal[
-        "digest_mismatch",
-        "expired",
-        "owner_mismatch",
-        "grant_mismatch",
-        "payload_missing",
-        "approval_missing",
-        "approval_unavailable",
-        "recipient_not_allowed",
-        "rate_limited",
-    ]
-
-
-class DuplicateConfirm(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """Annotation: a consumed ID was confirmed again and replayed."""
-
-    TYPE = "duplicate_confirm"
-    ANNOTATION = True
-    observed_status: PublicStatus
-
-
-class DispatchQueued(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """Annotation: the claimed message waits for a free SMTP connection; nothing is sent yet."""
-
-    TYPE = "dispatch_queued"
-    ANNOTATION = True
-    connections: Annotated[int, Meta(ge=1, le=MAX_INT)]  # the process's SMTP_MAX_CONNECTIONS
-    ahead: Int53  # dispatches of this process already waiting
-
-
-class LateOutcomeObserved(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """Annotation: a definitive outcome arrived after recovery had closed the dispatch."""
-
-    TYPE = "late_outcome_observed"
-    ANNOTATION = True
-    outcome: Literal["accepted", "rejected", "unknown"]
-    stage: SmtpStage
-    reply_code: ReplyCode
-
-
-# The operator's own words: printable ASCII without `"` or `\\` (the canonical alphabet).
-ResolutionNote = Annotated[str, Meta(pattern=r"^[ !#-\[\]-~]*$", max_length=500)]
-
-
-class OperatorResolution(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class OperatorResolution(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """A person recorded what they found out about a settled send; the send never reopens."""
 
     TYPE = "operator_resolution"
@@ -335,7 +245,7 @@ class OperatorResolution(_Data, frozen=True, forbid_unknown_fields=True, kw_only
     reprepared_as: Hex32 | UnsetType = UNSET
 
 
-class OutcomeEvidence(_Data, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class OutcomeEvidence(EventDataBase, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The provider's own copy of an unknown send was found: positive evidence it accepted it.
 
     Only a provider that files what it accepts (Gmail, Exchange) makes such a copy, and only
@@ -398,7 +308,7 @@ EventData = (
     | OperatorResolution
     | OutcomeEvidence
 )
-DATA_CLASSES: Final[dict[str, type[_Data]]] = {
+DATA_CLASSES: Final[dict[str, type[EventDataBase]]] = {
     cls.TYPE: cls
     for cls in (
         Prepared,
@@ -463,4 +373,61 @@ EventType = Literal[
     "late_outcome_observed",
     "operator_resolution",
     "outcome_evidence",
+]
+
+__all__ = [
+    "ANNOTATION_TYPES",
+    "DATA_CLASSES",
+    "DISPATCH_TERMINAL_TYPES",
+    "EVENT_TYPES",
+    "FILING_RESULT_TYPES",
+    "MAX_ENTRIES",
+    "MAX_INT",
+    "MAX_MESSAGE_ID_BYTES",
+    "MESSAGE_ID_PATTERN",
+    "Actor",
+    "ApprovalRefusal",
+    "ApprovalRefused",
+    "ApprovalRequested",
+    "Approved",
+    "Claimed",
+    "ClientText",
+    "ConfirmRefused",
+    "DispatchAborted",
+    "DispatchQueued",
+    "DuplicateConfirm",
+    "Endpoint",
+    "EnhancedStatus",
+    "EventData",
+    "EventDataBase",
+    "EventType",
+    "Expired",
+    "GraphId",
+    "Hex32",
+    "Hex64",
+    "Int53",
+    "LateOutcomeObserved",
+    "MessageId",
+    "OperatorResolution",
+    "OutcomeEvidence",
+    "PrepareAction",
+    "Prepared",
+    "ProtocolVersion",
+    "PublicStatus",
+    "RecoveryClassified",
+    "ReplyCode",
+    "ResolutionNote",
+    "RollbackQuarantined",
+    "SentFiling",
+    "SentFilingFailed",
+    "SentFilingStarted",
+    "SentFilingSucceeded",
+    "SmtpAccepted",
+    "SmtpAttemptStarted",
+    "SmtpCommitPoint",
+    "SmtpOutcomeUnknown",
+    "SmtpRejected",
+    "SmtpStage",
+    "Transport",
+    "Uid32",
 ]

@@ -17,7 +17,6 @@ from typing import Literal
 import structlog
 from msgspec import UNSET
 
-from ledger.chain import verified_events
 from ledger.dispatch.closer import CloseIntent, Closer
 from ledger.dispatch.outcomes import (
     NOT_ATTEMPTED,
@@ -29,11 +28,17 @@ from ledger.dispatch.outcomes import (
     stage_of,
     status_of,
 )
-from ledger.dispatch.policy import approval_missing, check_recipients, rate_limited
+from ledger.dispatch.refusals import (
+    GENERIC_REFUSAL,
+    approval_missing,
+    check_recipients,
+    fold_or_refuse,
+    rate_limited,
+)
 from ledger.dispatch.submitter import SentFiler, Slot, Submission, Submitter, Validator
 from ledger.dispatch.writes import Closed, DispatchSettings, Run, RunWriter
 from ledger.ids import new_id
-from ledger.lifecycle import UNCLAIMED, Lifecycle, fold
+from ledger.lifecycle import UNCLAIMED, Lifecycle
 from ledger.projection import project
 from ledger.store.answers import ClaimOutcome, Head
 from ledger.store.durability.monitor import StoreMonitor
@@ -65,16 +70,6 @@ from schemas.send_policy import NO_POLICY, SendPolicy
 from schemas.submission import Envelope, NotSent
 
 log = structlog.get_logger("angelos.ledger.dispatch")
-GENERIC_REFUSAL = "prepared message missing, expired, or digest mismatch; nothing was sent"
-EXPIRED_REFUSAL = (
-    "this preparation expired before it was confirmed; nothing was consumed or sent. Prepare "
-    "the message again if it is still wanted"
-)
-GRANT_REFUSAL = (
-    "this preparation was made through another client's authorization (or one since revoked) "
-    "and only that authorization can confirm it; prepare the message again through this "
-    "connection; nothing was sent"
-)
 INTEGRITY_OUTCOME = {"status": "rejected", "stage": "integrity_validation", "smtp_attempted": False}
 CLAIM_TRIES = 3  # re-reads after a conflicting claim (an annotation slipped in, or a rival)
 STORE_AWAY = (
@@ -169,7 +164,7 @@ class Dispatcher:
                 now, entries = await self.store.read(run.pid)
             except LedgerUnavailable:
                 raise errors.ServiceUnavailable(STORE_AWAY) from None
-            lifecycle = self._refuse_or_fold(run, now, entries)
+            lifecycle = fold_or_refuse(run, now, entries, self.writes)
             if lifecycle.state not in UNCLAIMED:
                 return await self._replay(run, entries, now)
             head = head_of(entries)
@@ -192,35 +187,6 @@ class Dispatcher:
         run.started_at = time.monotonic()
         await self.checkpoint("after_claim")
         return await self._after_claim(run, blob, lifecycle)
-
-    def _refuse_or_fold(self, run: Run, now: int, entries: list[LedgerEntry]) -> Lifecycle:
-        if not entries:
-            raise errors.OperationFailed(GENERIC_REFUSAL)
-        lifecycle = fold(verified_events(run.pid, entries), [e.srv_ms for e in entries])
-        prepared = lifecycle.prepared
-        if prepared is None:
-            raise errors.OperationFailed(GENERIC_REFUSAL)
-        run.message_id = prepared.message_id
-        head = head_of(entries)
-        assert head is not None
-        if prepared.owner != run.owner:
-            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="owner_mismatch"))
-            raise errors.OperationFailed(GENERIC_REFUSAL)
-        if (None if prepared.grant is UNSET else prepared.grant) != run.grant:
-            # The owner's own preparation, made through another client's grant (or one revoked
-            # since): only that grant may confirm it; send_status still reads it.
-            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="grant_mismatch"))
-            raise errors.OperationFailed(GRANT_REFUSAL)
-        if prepared.digest != run.digest:
-            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="digest_mismatch"))
-            raise errors.OperationFailed(GENERIC_REFUSAL)
-        # Expired answers the same whether or not the sweeper has recorded it yet.
-        if lifecycle.state == "EXPIRED" or (
-            lifecycle.state in UNCLAIMED and now >= prepared.expires_ms
-        ):
-            self.writes.annotate_later(run.pid, head, ConfirmRefused(reason="expired"))
-            raise errors.OperationFailed(EXPIRED_REFUSAL)
-        return lifecycle
 
     async def _claim(self, run: Run, head: Head) -> ClaimOutcome:
         claimed = Claimed(

@@ -19,8 +19,9 @@ import structlog
 from msgspec import UNSET, Struct, UnsetType
 
 from ledger.chain import verified_events
+from ledger.dispatch.refusals import fold_or_refuse
+from ledger.dispatch.writes import Run, RunWriter
 from ledger.ids import new_id
-from ledger.lifecycle import Lifecycle, fold
 from ledger.store.ledger_store import LedgerStore, head_of
 from schemas import errors
 from schemas.args.prepare import SendConfirmed
@@ -35,7 +36,7 @@ from schemas.ledger_events import (
 from schemas.send_policy import ApprovalMode, RequiredApproval, accepts
 from service.approval.channel import Answer, Channel, client_text
 from service.approval.links import approval_url
-from service.approval_text import envelope_lines, expiry_text, shown_digest
+from service.approval.text import envelope_lines, expiry_text, shown_digest
 from service.context import AppContext
 from service.principal import Principal
 
@@ -66,7 +67,6 @@ class _Pending(Struct, frozen=True, kw_only=True):
 
     pid: str
     required: RequiredApproval
-    lifecycle: Lifecycle
     entries: list[LedgerEntry]
     events: list[Event]
     now_ms: int
@@ -83,10 +83,10 @@ async def approve(
     Anything this gate cannot judge (unknown ID, another owner, a consumed preparation) is
     left to the dispatcher, which refuses or replays it as without approval.
     """
-    store = app.sending.store
-    if app.sending.dispatcher is None or store is None:
+    store, dispatcher = app.sending.store, app.sending.dispatcher
+    if dispatcher is None or store is None:
         return None
-    pending = await _pending(store, principal, args)
+    pending = await _pending(store, dispatcher.writes, principal, args)
     if pending is None:
         return None
     url = approval_url(app, pending.pid) if accepts(pending.required, "passkey") else None
@@ -106,32 +106,25 @@ async def approve(
 
 
 async def _pending(
-    store: LedgerStore, principal: Principal, args: SendConfirmed
+    store: LedgerStore, writes: RunWriter, principal: Principal, args: SendConfirmed
 ) -> _Pending | None:
+    """The preparation if it waits for approval; refused as the claim would refuse it."""
     try:
         now_ms, entries = await store.read(args.prepared_id)
     except LedgerUnavailable:
         raise errors.ServiceUnavailable(
             "the send ledger store did not answer; nothing was asked, claimed or sent"
         ) from None
-    if not entries:
-        return None
-    try:
-        events = verified_events(args.prepared_id, entries)
-        lifecycle = fold(events, [e.srv_ms for e in entries])
-    except errors.MailError:
-        return None  # the dispatcher reports a damaged stream
+    # Another owner's, another grant's, a wrong digest, an expired one: the same refusal (and
+    # note) the dispatcher gives, before anyone is asked.
+    run = Run(args.prepared_id, principal.owner, args.confirmed_digest, args.append_sent,
+              principal.grant)  # fmt: skip
+    lifecycle = fold_or_refuse(run, now_ms, entries, writes)
     prepared = lifecycle.prepared
-    if (
-        prepared is None
-        or lifecycle.state != "PREPARED"
-        or isinstance(prepared.approval, UnsetType)
-        or prepared.owner != principal.owner
-        or (None if isinstance(prepared.grant, UnsetType) else prepared.grant) != principal.grant
-        or prepared.digest != args.confirmed_digest
-        or now_ms >= prepared.expires_ms
-    ):
-        return None
+    waiting = lifecycle.state == "PREPARED"
+    if prepared is None or not waiting or isinstance(prepared.approval, UnsetType):
+        return None  # needs no approval, has one, or was consumed: the dispatcher decides
+    events = verified_events(args.prepared_id, entries)
     try:
         blob = await store.payload(args.prepared_id)
     except LedgerUnavailable:
@@ -143,7 +136,7 @@ async def _pending(
     payload = decode_payload(blob)
     lines = [HEADER, *envelope_lines(payload)]
     return _Pending(
-        pid=args.prepared_id, required=prepared.approval, lifecycle=lifecycle, entries=entries,
+        pid=args.prepared_id, required=prepared.approval, entries=entries,
         events=events, now_ms=now_ms, message="\n".join(lines), shown=shown_digest(lines),
         expires=expiry_text(prepared.expires_ms),
     )  # fmt: skip

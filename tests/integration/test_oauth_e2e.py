@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from ledger.dispatch.pipeline import GENERIC_REFUSAL
+from ledger.dispatch.refusals import GENERIC_REFUSAL
 from support.angelos_process import free_port, http_server
 from support.oidc import (
     BrowserlessUser,

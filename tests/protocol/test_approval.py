@@ -19,7 +19,7 @@ from mcp import Client
 from schemas.ledger import decode_payload
 from schemas.ledger_events import Approved
 from service.approval.gate import HEADER
-from service.approval_text import shown_digest
+from service.approval.text import shown_digest
 from support.angelos_process import http_server
 from support.approval import (
     CLIENT,

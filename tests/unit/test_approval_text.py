@@ -1,11 +1,11 @@
-"""The canonical approval text (service/approval_text.py): what is shown and what is hashed."""
+"""The canonical approval text (service/approval/text.py): what is shown and what is hashed."""
 
 from __future__ import annotations
 
 import hashlib
 
 from schemas.ledger import PayloadAttachment, PreparedPayload
-from service.approval_text import envelope_lines, expiry_text, shown_digest, visible
+from service.approval.text import envelope_lines, expiry_text, shown_digest, visible
 
 
 def payload(**changes: object) -> PreparedPayload:

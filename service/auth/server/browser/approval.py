@@ -1,6 +1,6 @@
 """/oauth/approve/<pid>: the owner approves one prepared send with a passkey.
 
-GET shows the signed-in owner the preparation's stored envelope (approval_text.envelope_lines,
+GET shows the signed-in owner the preparation's stored envelope (approval.text.envelope_lines,
 nothing a client says about it), or why it cannot be approved; signed out, the sign-in page is
 rendered at this URL and returns here. The button runs a passkey assertion with user
 verification: POST `<pid>/begin` answers the request options, whose challenge is a stored

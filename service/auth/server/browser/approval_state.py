@@ -22,7 +22,7 @@ from ledger.store.ledger_store import LedgerStore, head_of
 from schemas.ledger import Event, LedgerCorrupt, PreparedPayload, decode_payload
 from schemas.ledger_events import ApprovalRefused, Approved
 from schemas.send_policy import accepts
-from service.approval_text import envelope_lines, shown_digest
+from service.approval.text import envelope_lines, shown_digest
 from service.wire.b64url import decode_b64url, encode_b64url
 
 Reason = Literal[

@@ -1,6 +1,6 @@
 """The approval page and its refusals, rendered like the other owner pages (pages.render).
 
-The envelope is the exact text hashed into the approval: the lines of approval_text, each
+The envelope is the exact text hashed into the approval: the lines of approval.text, each
 HTML-escaped, in one `<pre id="envelope">`, so what the browser displays (its textContent) is
 those lines joined by line feeds.
 """
