@@ -140,6 +140,17 @@ class ApprovalUnavailable(MailError):
     default_message = "this send needs a person's approval, which this client cannot ask for"
 
 
+class ApprovalNeeded(ApprovalUnavailable):
+    """The preparation waits for a person's approval; the service asks, then confirms again.
+
+    Raised before anything is claimed; should it reach a caller, it reads as unavailable.
+    """
+
+    default_message = (
+        "this preparation requires a person's approval, and none is recorded; nothing was sent"
+    )
+
+
 class ApprovalDeclined(MailError):
     """The person did not approve (or the answer was no valid approval); nothing was sent."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from collections.abc import Awaitable
 from typing import Any
 
 import msgspec
@@ -131,18 +132,17 @@ async def call_tool(
         if handler is None:
             label = f"{name} action {action!r}" if action else name
             raise errors.UnsupportedOperation(f"{label} is not available in this release yet")
-        if isinstance(args, SendConfirmed):
+        try:
+            result = await within_deadline(handler(app, principal, args))
+        except errors.ApprovalNeeded:
+            if not isinstance(args, SendConfirmed):
+                raise
+            # A person's answer takes longer than a mailbox: asked outside the tool deadline.
             ask = await approve(app, principal, args, channel)
             if ask is not None:
                 outcome = "approval_requested"
                 return asking(ask)
-        try:
-            async with asyncio.timeout(TOOL_DEADLINE_S):
-                result = await handler(app, principal, args)
-        except TimeoutError as exc:
-            if isinstance(exc, errors.MailError):
-                raise
-            raise errors.DeadlineExceeded() from None
+            result = await within_deadline(handler(app, principal, args))
         outcome = "ok"
         return success(result)
     except errors.MailError as exc:
@@ -167,6 +167,17 @@ async def call_tool(
             outcome=outcome,
             duration_ms=round((time.perf_counter() - started) * 1000, 2),
         )
+
+
+async def within_deadline(call: Awaitable[msgspec.Struct]) -> msgspec.Struct:
+    """Await one operation under the tool deadline."""
+    try:
+        async with asyncio.timeout(TOOL_DEADLINE_S):
+            return await call
+    except TimeoutError as exc:
+        if isinstance(exc, errors.MailError):
+            raise
+        raise errors.DeadlineExceeded() from None
 
 
 def success(result: msgspec.Struct) -> CallResult:

@@ -173,6 +173,9 @@ class Dispatcher:
             if blocked:  # the store is not durable, or went back in time: claim nothing
                 raise errors.DeploymentDisabled(f"{blocked}; nothing was sent")
             await check_recipients(self.store, self.policy, lifecycle, run.pid, head, self.writes)
+            prepared = lifecycle.prepared
+            if lifecycle.state == "PREPARED" and prepared and prepared.approval is not UNSET:
+                raise errors.ApprovalNeeded()  # the claim script would refuse it too
             outcome = await self._claim(run, head)
             if outcome.result == "claimed":
                 blob = outcome.payload

@@ -31,6 +31,7 @@ from schemas.ledger_events import (
     ApprovalRefused,
     ApprovalRequested,
     Approved,
+    ConfirmRefused,
     EventData,
 )
 from schemas.send_policy import ApprovalMode, RequiredApproval, accepts
@@ -78,10 +79,10 @@ class _Pending(Struct, frozen=True, kw_only=True):
 async def approve(
     app: AppContext, principal: Principal, args: SendConfirmed, channel: Channel
 ) -> AskApproval | None:
-    """Obtain the approval the preparation requires, or raise; None: go on to the claim.
+    """Obtain the approval the preparation requires, or raise; None: confirm again.
 
-    Anything this gate cannot judge (unknown ID, another owner, a consumed preparation) is
-    left to the dispatcher, which refuses or replays it as without approval.
+    Called once the dispatcher found the preparation waiting for approval. Anything changed
+    since (approved meanwhile, consumed, expired) is left to the dispatcher's second look.
     """
     store, dispatcher = app.sending.store, app.sending.dispatcher
     if dispatcher is None or store is None:
@@ -160,10 +161,22 @@ async def _take_answer(
     if problem is not None:
         await _refuse(app, store, pending, mode, problem, nonce_sha256)
     if mode == "passkey":
-        # URL mode: the page itself records the approval; the claim finds it, or refuses.
+        # URL mode: the page itself records the approval, and this preparation still has none.
         if channel.answer is None or channel.answer[0] != "accept":
             await _refuse(app, store, pending, mode, _refusal(channel.answer), nonce_sha256)
-        return
+        head = head_of(pending.entries)
+        assert head is not None
+        try:
+            await store.append(
+                pending.pid, head, ConfirmRefused(reason="approval_missing"),
+                actor=f"api:{app.instance_id}", eid=new_id(),
+            )  # fmt: skip
+        except errors.MailError:
+            log.warning("annotation_not_recorded", pid=pending.pid, type="confirm_refused")
+        raise errors.ApprovalUnavailable(
+            "the approval page has not recorded an approval of this preparation; approve it "
+            "there and confirm again; nothing was sent"
+        )
     await _judge(app, store, pending, channel, channel.answer, nonce_sha256)
 
 
