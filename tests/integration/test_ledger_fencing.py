@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from ledger.chain import verified_events
 from ledger.ids import new_id
-from ledger.lifecycle import AWAITS_EVIDENCE, STATES, State, fold
-from ledger.lifecycle import advance as advance_state
+from ledger.lifecycle import AWAITS_EVIDENCE, STATES, State
 from ledger.projection import project
 from ledger.store.answers import AppendOutcome, Head
 from ledger.store.batch import MAX_BATCH
@@ -21,8 +18,8 @@ from ledger.store.bulk import BulkReader
 from ledger.store.connection import connect
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.retry import RetryPolicy
-from schemas.ledger import EventRejected, InvalidTransition, LedgerEntry, LedgerUnavailable
-from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, MAX_INT, EventData
+from schemas.ledger import EventRejected, LedgerUnavailable
+from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, MAX_INT
 from support.ledger import (
     ACCEPTED,
     ATTEMPT,
@@ -49,6 +46,7 @@ from support.ledger_redis import (  # fixtures are imported by name, as in tests
     namespace_fixture,  # noqa: F401
     now_ms,
     prepared_send,
+    python_verdict,
     store_fixture,  # noqa: F401
 )
 from support.services import Services
@@ -141,18 +139,6 @@ async def stream_in(store: LedgerStore, state: State) -> tuple[str, Head]:
     pid, head = await claimed_send(store, append_sent=True)
     return pid, await advance(store, pid, head, *PATHS[state][2:])
 
-
-def python_verdict(entries: list[LedgerEntry], data: EventData, actor: str, now: int) -> bool:
-    events = verified_events(entries[0].pid, entries)
-    lifecycle = fold(events, [entry.srv_ms for entry in entries])
-    candidate = msgspec.structs.replace(
-        events[-1], seq=len(events) + 1, type=data.TYPE, data=data, actor=actor
-    )
-    try:
-        advance_state(lifecycle, candidate, now)
-    except InvalidTransition:
-        return False
-    return True
 
 
 class TestScriptMirror:

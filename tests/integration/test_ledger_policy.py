@@ -8,19 +8,14 @@ from __future__ import annotations
 
 import asyncio
 
-import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from ledger.chain import verified_events
 from ledger.dispatch.recovery import Recoverer
 from ledger.ids import new_id
-from ledger.lifecycle import advance as advance_state
-from ledger.lifecycle import fold
 from ledger.projection import project
 from ledger.store.answers import ClaimOutcome, Head
 from ledger.store.ledger_store import LedgerStore
-from schemas.ledger import InvalidTransition, LedgerEntry
 from schemas.ledger_events import ANNOTATION_TYPES, EVENT_TYPES, EventData
 from schemas.send_policy import RateLimit, RequiredApproval
 from support.ledger import (
@@ -46,6 +41,7 @@ from support.ledger_redis import (  # fixtures are imported by name, as in tests
     embedded_socket_fixture,  # noqa: F401
     namespace_fixture,  # noqa: F401
     now_ms,
+    python_verdict,
     store_fixture,  # noqa: F401
 )
 
@@ -225,18 +221,6 @@ MIRROR_TYPES = sorted(EVENT_TYPES - ANNOTATION_TYPES - {"prepared", "claimed"})
 ACTORS = (API, DISPATCHER, RECOVERY, SWEEPER, "operator:alice")
 
 
-def python_allows(entries: list[LedgerEntry], data: EventData, actor: str, now: int) -> bool:
-    events = verified_events(entries[0].pid, entries)
-    lifecycle = fold(events, [entry.srv_ms for entry in entries])
-    candidate = msgspec.structs.replace(
-        events[-1], seq=len(events) + 1, type=data.TYPE, data=data, actor=actor
-    )
-    try:
-        advance_state(lifecycle, candidate, now)
-    except InvalidTransition:
-        return False
-    return True
-
 
 class TestScriptMirror:
     @pytest.mark.parametrize("approved", [False, True], ids=["awaiting", "approved"])
@@ -251,7 +235,7 @@ class TestScriptMirror:
                     if approved:
                         head = await approve(store, pid, head, APPROVED_BY_ELICITATION)
                     now, entries = await store.read(pid)
-                    expected = python_allows(entries, data, actor, now)
+                    expected = python_verdict(entries, data, actor, now)
                     outcome = await store.append(pid, head, data, actor=actor, eid=new_id())
                     # A quarantine the table allows still waits for a recorded rollback halt.
                     allowed = outcome.result in ("appended", "not_halted")

@@ -12,14 +12,19 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import msgspec
 import pytest
 import redis.asyncio as aioredis
 
+from ledger.chain import verified_events
 from ledger.ids import new_id
+from ledger.lifecycle import advance as advance_state
+from ledger.lifecycle import fold
 from ledger.store.answers import Head
 from ledger.store.connection import connect
 from ledger.store.embedded import EmbeddedRedis, start_embedded
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
+from schemas.ledger import InvalidTransition, LedgerEntry
 from schemas.ledger_events import Claimed, EventData, OutcomeEvidence
 from support.ledger import DIGEST, OWNER, claimed, payload
 from support.services import Services
@@ -149,3 +154,17 @@ async def claim(store: LedgerStore, pid: str, head: Head, **overrides: object) -
     }
     args.update(overrides)
     return (await store.claim(pid, **args)).result  # type: ignore[arg-type]
+
+
+def python_verdict(entries: list[LedgerEntry], data: EventData, actor: str, now: int) -> bool:
+    """Whether the Python state machine accepts `data` by `actor` after these stored entries."""
+    events = verified_events(entries[0].pid, entries)
+    lifecycle = fold(events, [entry.srv_ms for entry in entries])
+    candidate = msgspec.structs.replace(
+        events[-1], seq=len(events) + 1, type=data.TYPE, data=data, actor=actor
+    )
+    try:
+        advance_state(lifecycle, candidate, now)
+    except InvalidTransition:
+        return False
+    return True
