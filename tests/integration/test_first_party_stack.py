@@ -22,7 +22,6 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import aiohttp
 import pytest
-import redis.asyncio as aioredis
 from aiohttp import web
 
 from service.auth.server.bootstrap import new_bootstrap_token
@@ -30,7 +29,7 @@ from service.auth.server.store import OAuthStore
 from service.config import load_config
 from service.transports.serve_http import app_runner, http_service
 from support.angelos_process import free_port
-from support.first_party import CALLBACK, CLIENT_ID, first_party_env
+from support.first_party import CALLBACK, CLIENT_ID, first_party_env, served_http
 from support.services import Services
 
 pytestmark = pytest.mark.services
@@ -89,27 +88,8 @@ async def stack(services: Services, port: int | None = None, **extra: str) -> As
     owner = "owner-stack"
     _, token_hash = new_bootstrap_token()
     env = {**first_party_env(services, port, owner, token_hash), **extra}
-    config = load_config(env)
-    assert config.problems == (), config.problems
-    service = http_service(config, "127.0.0.1", port, None)
-    assert service.app is not None
-    await service.app.start()
-    runner = app_runner(service.web_app)
-    await runner.setup()
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    tls.load_cert_chain(services.dir / "tls" / "server.crt", services.dir / "tls" / "server.key")
-    client = aioredis.Redis.from_url(services.redis_url)
-    store = OAuthStore(client, owner, f"https://localhost:{port}/mcp")
-    try:
-        await web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls).start()
+    async with served_http(services, port, owner, env) as (_, store):
         yield Stack(port, store, env, services.ssl_context())
-    finally:
-        await runner.cleanup()
-        await service.aclose()
-        keys = [key async for key in client.scan_iter(match=f"{store.core.keys.prefix}*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
 
 
 async def issued(s: Stack, scopes: tuple[str, ...] = ("mail.read",)) -> dict[str, Any]:

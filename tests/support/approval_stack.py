@@ -29,19 +29,15 @@ from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
-import redis.asyncio as aioredis
-from aiohttp import web
 
 from ledger.store.ledger_store import LedgerStore
 from schemas.ledger import Event, decode_event
 from service.auth.server.bootstrap import new_bootstrap_token
 from service.auth.server.store import OAuthStore
-from service.config import load_config
 from service.context import AppContext
-from service.transports.serve_http import app_runner, http_service
 from support.angelos_process import free_port
 from support.browser import Page, browser
-from support.first_party import CALLBACK, CLIENT_ID, first_party_env
+from support.first_party import CALLBACK, CLIENT_ID, first_party_env, served_http
 from support.services import Services
 
 STATUS = "(document.getElementById('status')?.textContent ?? '')"
@@ -188,27 +184,8 @@ async def approval_stack(
         "ANGELOS_DATA_DIR": str(data_dir),
         **extra,
     }
-    config = load_config(env)
-    assert config.problems == (), config.problems
-    service = http_service(config, "127.0.0.1", port, None)
-    assert service.app is not None
-    await service.app.start()
-    runner = app_runner(service.web_app)
-    await runner.setup()
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    tls.load_cert_chain(services.dir / "tls" / "server.crt", services.dir / "tls" / "server.key")
-    client = aioredis.Redis.from_url(services.redis_url)
-    oauth = OAuthStore(client, owner, f"https://localhost:{port}/mcp")
-    try:
-        await web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls).start()
+    async with served_http(services, port, owner, env, f"{namespace}:") as (service, oauth):
+        assert service.app is not None
         yield ApprovalStack(
             port, oauth, service.app, token, services.dir / "tls", services.ssl_context()
         )
-    finally:
-        await runner.cleanup()
-        await service.aclose()
-        for prefix in (oauth.core.keys.prefix, f"{namespace}:"):
-            keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
-            if keys:
-                await client.delete(*keys)
-        await client.aclose()

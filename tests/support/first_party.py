@@ -37,6 +37,7 @@ from service.auth.server.routes import AuthorizationServer, oauth_headers
 from service.auth.server.signing import Signer, new_signing_key
 from service.auth.server.store import OAuthStore
 from service.config import FirstPartyConfig, load_config
+from service.transports.serve_http import HttpService, app_runner, http_service
 from support.angelos_process import free_port
 from support.services import Services
 
@@ -259,4 +260,34 @@ async def first_party(
         keys = [key async for key in client.scan_iter(match=f"{store.core.keys.prefix}*")]
         if keys:
             await client.delete(*keys)
+        await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def served_http(
+    services: Services, port: int, owner: str, env: Mapping[str, str], *prefixes: str
+) -> AsyncIterator[tuple[HttpService, OAuthStore]]:
+    """Serve the whole HTTP service over TLS on localhost:<port> with `env`; afterwards delete
+    the owner's OAuth keys and every key under `prefixes`."""
+    config = load_config(env)
+    assert config.problems == (), config.problems
+    service = http_service(config, "127.0.0.1", port, None)
+    assert service.app is not None
+    await service.app.start()
+    runner = app_runner(service.web_app)
+    await runner.setup()
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(services.dir / "tls" / "server.crt", services.dir / "tls" / "server.key")
+    client = aioredis.Redis.from_url(services.redis_url)
+    store = OAuthStore(client, owner, f"https://localhost:{port}/mcp")
+    try:
+        await web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls).start()
+        yield service, store
+    finally:
+        await runner.cleanup()
+        await service.aclose()
+        for prefix in (store.core.keys.prefix, *prefixes):
+            keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+            if keys:
+                await client.delete(*keys)
         await client.aclose()
