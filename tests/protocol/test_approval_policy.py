@@ -51,6 +51,30 @@ async def prepare_with_cc(client: Any, to: str, cc: str) -> Any:
     return await client.call_tool("mail_prepare", {"action": "new", "message": message})
 
 
+class TestCapabilities:
+    async def test_the_policy_is_shown_from_the_real_server_but_never_the_entries(
+        self, services: Services
+    ) -> None:
+        base = approval_env(services, "off")
+        shown = {
+            **base,
+            "ANGELOS_SEND_APPROVAL": "elicitation",
+            "MAIL_SEND_ALLOWED_RECIPIENTS": f"{STRANGER}, @hidden-zq7.test",
+            "MAIL_SEND_RATE_LIMIT": "20/h",
+        }
+        bodies = []
+        for env in (base, {**base, "ANGELOS_SEND_APPROVAL": "off"}, shown):
+            async with mcp_client(env) as (client, _):
+                result = await client.call_tool("mail_query", {"action": "capabilities"})
+            bodies.append(result.structured_content or {})
+        fields = {"send_approval", "send_rate_limit", "recipient_allowlist"}
+        assert not fields & set(bodies[0]) and not fields & set(bodies[1])
+        assert ("elicitation", "20/h", True) == tuple(
+            bodies[2][name] for name in ("send_approval", "send_rate_limit", "recipient_allowlist")
+        )
+        assert "zq7" not in json.dumps(bodies[2]).lower()
+
+
 class TestAllowlist:
     async def test_an_off_list_address_is_refused_and_never_written(
         self,

@@ -3,17 +3,12 @@ the pure checks of schemas/send_policy.py."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-from typing import Any, cast
+from typing import Any
 
-import msgspec
 import pytest
 
-from providers.mailbox import Mailbox
-from schemas.args.query import Capabilities
-from schemas.mailbox import ServerCapabilities
 from schemas.send_policy import (
     APPROVALS,
     NO_POLICY,
@@ -23,9 +18,6 @@ from schemas.send_policy import (
     SendPolicy,
 )
 from service.config import Config, check_config_lines, describe
-from service.context import AppContext
-from service.operations.query import capabilities
-from service.principal import local_principal
 from support.config_env import MAILBOX, load
 from support.oauth_keys import p256, pkcs8
 
@@ -283,62 +275,6 @@ class TestTogether:
         assert config.gates.send is False
         assert config.http_auth is not None
         assert "mail.send" not in config.http_auth.initial_scopes
-
-
-class _Mailbox:
-    async def capabilities(self) -> ServerCapabilities:
-        return ServerCapabilities(
-            imap=["IMAP4REV1", "UIDPLUS"],
-            move=True,
-            uid_expunge=True,
-            condstore=True,
-            special_use=True,
-            special_folders={},
-            gmail_labels=False,
-            permanent_delete=True,
-            smtp_stores_sent=False,
-        )
-
-
-def capabilities_of(env: dict[str, str]) -> dict[str, Any]:
-    config = load(env)
-    app = AppContext(
-        config=config,
-        gates=config.gates,
-        mailbox=cast(Mailbox, _Mailbox()),
-        smtp_stores_sent=False,
-    )
-    principal = local_principal("owner", ("mail.read", "mail.send"))
-    result = asyncio.run(capabilities(app, principal, Capabilities()))
-    body: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(result))
-    return body
-
-
-class TestCapabilities:
-    def test_no_policy_adds_no_field(self) -> None:
-        body = capabilities_of(BASE)
-        assert not {"send_approval", "send_rate_limit", "recipient_allowlist"} & set(body)
-
-    def test_off_is_not_shown(self) -> None:
-        assert "send_approval" not in capabilities_of({**BASE, APPROVAL: "off"})
-
-    def test_each_part_is_shown_but_never_the_entries(self) -> None:
-        body = capabilities_of(
-            {
-                **BASE,
-                APPROVAL: "elicitation",
-                ALLOWLIST: "zelda@private-example.org, @hidden-example.net",
-                RATE: "20/h",
-            }
-        )
-        assert ("elicitation", "20/h", True) == (
-            body["send_approval"],
-            body["send_rate_limit"],
-            body["recipient_allowlist"],
-        )
-        text = json.dumps(body)
-        for part in PERSONAL:
-            assert part not in text
 
 
 class TestAllowlistChecks:
