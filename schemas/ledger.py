@@ -13,6 +13,7 @@ pid, the previous verified hash, actors that repeat), so it skips exactly those.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Final, Literal, cast
 
 import msgspec
@@ -29,6 +30,7 @@ from schemas.ledger_events import (
     Hex64,
     Int53,
     PrepareAction,
+    Prepared,
     SentFiling,
     Transport,
 )
@@ -262,6 +264,17 @@ def decode_payload(blob: bytes) -> PreparedPayload:
         return _PAYLOAD_DECODER.decode(blob)
     except (msgspec.ValidationError, msgspec.DecodeError):
         raise LedgerCorrupt("the stored payload is not readable") from None
+
+
+def decode_unclaimed(blob: bytes, pid: str, prepared: Prepared) -> PreparedPayload:
+    """Decode an unclaimed preparation's payload, read without consuming it, and check it is
+    the one its `prepared` event names (bytes, ID, owner, digest); LedgerCorrupt otherwise."""
+    if hashlib.sha256(blob).hexdigest() != prepared.payload_sha256:
+        raise LedgerCorrupt("the stored payload is not the prepared one")
+    payload = decode_payload(blob)
+    if (payload.pid, payload.owner, payload.digest) != (pid, prepared.owner, prepared.digest):
+        raise LedgerCorrupt("the stored payload is not the prepared one")
+    return payload
 
 
 # ---------------------------------------------------------------------------------------------

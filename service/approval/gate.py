@@ -25,7 +25,7 @@ from ledger.ids import new_id
 from ledger.store.ledger_store import LedgerStore, head_of
 from schemas import errors
 from schemas.args.prepare import SendConfirmed
-from schemas.ledger import Event, LedgerEntry, LedgerUnavailable, decode_payload
+from schemas.ledger import Event, LedgerEntry, LedgerUnavailable, decode_unclaimed
 from schemas.ledger_events import (
     ApprovalRefusal,
     ApprovalRefused,
@@ -134,7 +134,7 @@ async def _pending(
         ) from None
     if blob is None:
         return None  # the claim answers that the payload is missing
-    payload = decode_payload(blob)
+    payload = decode_unclaimed(blob, args.prepared_id, prepared)  # shown only if it is the one
     lines = [HEADER, *envelope_lines(payload)]
     return _Pending(
         pid=args.prepared_id, required=prepared.approval, entries=entries,

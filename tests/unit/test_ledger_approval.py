@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import get_args
+from typing import Any, get_args
 
 import msgspec
 import pytest
@@ -24,9 +24,19 @@ from ledger.lifecycle import (
     state_after_types,
 )
 from ledger.projection import project
+from ledger.store.ledger_store import prepared_data
 from ledger.store.scripts import lifecycle_lua
-from schemas.ledger import Event, EventRejected, InvalidTransition, decode_event, encode_event
-from schemas.ledger_events import Approved, EventData
+from schemas.ledger import (
+    Event,
+    EventRejected,
+    InvalidTransition,
+    LedgerCorrupt,
+    decode_event,
+    decode_unclaimed,
+    encode_event,
+    encode_payload,
+)
+from schemas.ledger_events import Approved, EventData, Prepared
 from schemas.send_policy import ApprovalMode, RequiredApproval, accepts
 from support.ledger import (
     APPROVAL_ASKED,
@@ -37,6 +47,7 @@ from support.ledger import (
     EXPIRED,
     NEEDS_APPROVAL,
     OWNER,
+    PID,
     QUARANTINED_APPROVAL,
     QUARANTINED_PREPARATION,
     T0,
@@ -46,6 +57,7 @@ from support.ledger import (
     build_events,
     chain,
     claimed,
+    payload,
     prepared,
 )
 
@@ -339,3 +351,27 @@ class TestWhatItMeans:
     def test_the_chain_builder_signs_approvals_as_the_service(self) -> None:
         events = build_events([NEEDS_APPROVAL, APPROVAL_ASKED, APPROVED_BY_ELICITATION])
         assert {"api:test-1"} == {e.actor for e, _, _ in events}
+
+
+class TestUnclaimedPayload:
+    """What the approval prompt and page show is the payload its `prepared` event names."""
+
+    def stored(self, **changes: Any) -> tuple[bytes, Prepared]:
+        blob = encode_payload(payload(PID, created_ms=T0))
+        prepared = prepared_data(payload(PID, created_ms=T0), blob)
+        return encode_payload(payload(PID, created_ms=T0, **changes)), prepared
+
+    def test_the_prepared_payload_decodes(self) -> None:
+        blob, prepared = self.stored()
+        assert PID == decode_unclaimed(blob, PID, prepared).pid
+
+    @pytest.mark.parametrize("change", [{"owner": "f" * 64}, {"digest": "e" * 64}])
+    def test_other_bytes_are_refused(self, change: dict[str, str]) -> None:
+        blob, prepared = self.stored(**change)
+        with pytest.raises(LedgerCorrupt):
+            decode_unclaimed(blob, PID, prepared)
+
+    def test_the_payload_of_another_id_is_refused(self) -> None:
+        blob, prepared = self.stored()
+        with pytest.raises(LedgerCorrupt):
+            decode_unclaimed(blob, "a" * 32, prepared)

@@ -19,7 +19,7 @@ from ledger.chain import verified_events
 from ledger.lifecycle import fold
 from ledger.store.answers import Head
 from ledger.store.ledger_store import LedgerStore, head_of
-from schemas.ledger import Event, LedgerCorrupt, PreparedPayload, decode_payload
+from schemas.ledger import Event, LedgerCorrupt, PreparedPayload, decode_unclaimed
 from schemas.ledger_events import ApprovalRefused, Approved
 from schemas.send_policy import accepts
 from service.approval.text import envelope_lines, shown_digest
@@ -88,13 +88,9 @@ async def read_preparation(store: LedgerStore, pid: str, owner: str) -> Approvab
     blob = await store.payload(pid)
     if blob is None:
         return Refused("expired")  # an unclaimed preparation loses its payload only at its end
-    if hashlib.sha256(blob).hexdigest() != prepared.payload_sha256:
-        return Refused("unreadable")
     try:
-        payload = decode_payload(blob)
+        payload = decode_unclaimed(blob, pid, prepared)
     except LedgerCorrupt:
-        return Refused("unreadable")
-    if payload.pid != pid or payload.owner != owner or payload.digest != prepared.digest:
         return Refused("unreadable")
     head = head_of(entries)
     assert head is not None
