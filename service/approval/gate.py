@@ -18,14 +18,13 @@ from typing import Any, Final
 import structlog
 from msgspec import UNSET, Struct, UnsetType
 
-from ledger.chain import verified_events
 from ledger.dispatch.refusals import fold_or_refuse
 from ledger.dispatch.writes import Run, RunWriter
 from ledger.ids import new_id
 from ledger.store.ledger_store import LedgerStore, head_of
 from schemas import errors
 from schemas.args.prepare import SendConfirmed
-from schemas.ledger import Event, LedgerEntry, LedgerUnavailable, decode_unclaimed
+from schemas.ledger import LedgerEntry, LedgerUnavailable, decode_event, decode_unclaimed
 from schemas.ledger_events import (
     ApprovalRefusal,
     ApprovalRefused,
@@ -69,7 +68,8 @@ class _Pending(Struct, frozen=True, kw_only=True):
     pid: str
     required: RequiredApproval
     entries: list[LedgerEntry]
-    events: list[Event]
+    # The approval notes of the stream by position: questions asked and answers refused.
+    notes: list[tuple[int, EventData]]
     now_ms: int
     message: str
     shown: str
@@ -125,7 +125,12 @@ async def _pending(
     waiting = lifecycle.state == "PREPARED"
     if prepared is None or not waiting or isinstance(prepared.approval, UnsetType):
         return None  # needs no approval, has one, or was consumed: the dispatcher decides
-    events = verified_events(args.prepared_id, entries)
+    # fold_or_refuse verified the chain; only the approval notes are decoded again.
+    notes = [
+        (position, decode_event(entry.e).data)
+        for position, entry in enumerate(entries)
+        if entry.t in (ApprovalRequested.TYPE, ApprovalRefused.TYPE)
+    ]
     try:
         blob = await store.payload(args.prepared_id)
     except LedgerUnavailable:
@@ -138,7 +143,7 @@ async def _pending(
     lines = [HEADER, *envelope_lines(payload)]
     return _Pending(
         pid=args.prepared_id, required=prepared.approval, entries=entries,
-        events=events, now_ms=now_ms, message="\n".join(lines), shown=shown_digest(lines),
+        notes=notes, now_ms=now_ms, message="\n".join(lines), shown=shown_digest(lines),
         expires=expiry_text(prepared.expires_ms),
     )  # fmt: skip
 
@@ -231,9 +236,7 @@ def _check_state(
         return "elicitation", None, "state_invalid"
     wanted = _hash(nonce)
     requests = [
-        (position, event.data)
-        for position, event in enumerate(pending.events)
-        if isinstance(event.data, ApprovalRequested)
+        (position, data) for position, data in pending.notes if isinstance(data, ApprovalRequested)
     ]
     if not requests:
         return mode, wanted, "state_invalid"
@@ -242,8 +245,9 @@ def _check_state(
         known = any(data.nonce_sha256 == wanted for _, data in requests)
         return mode, wanted, "state_replayed" if known else "state_invalid"
     answered = (
-        isinstance(e.data, ApprovalRefused) and e.data.nonce_sha256 == wanted
-        for e in pending.events[position + 1 :]
+        isinstance(data, ApprovalRefused) and data.nonce_sha256 == wanted
+        for later, data in pending.notes
+        if later > position
     )
     if any(answered):
         return mode, wanted, "state_replayed"  # this request was already answered
