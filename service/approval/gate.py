@@ -21,6 +21,7 @@ from msgspec import UNSET, Struct, UnsetType
 from ledger.dispatch.refusals import fold_or_refuse
 from ledger.dispatch.writes import Run, RunWriter
 from ledger.ids import new_id
+from ledger.store.answers import Head
 from ledger.store.ledger_store import LedgerStore, head_of
 from schemas import errors
 from schemas.args.prepare import SendConfirmed
@@ -68,6 +69,8 @@ class _Pending(Struct, frozen=True, kw_only=True):
     pid: str
     required: RequiredApproval
     entries: list[LedgerEntry]
+    head: Head
+    writes: RunWriter  # the dispatcher's: its best-effort notes
     # The approval notes of the stream by position: questions asked and answers refused.
     notes: list[tuple[int, EventData]]
     now_ms: int
@@ -141,8 +144,11 @@ async def _pending(
         return None  # the claim answers that the payload is missing
     payload = decode_unclaimed(blob, args.prepared_id, prepared)  # shown only if it is the one
     lines = [HEADER, *envelope_lines(payload)]
+    head = head_of(entries)
+    assert head is not None  # fold_or_refuse refused an empty stream
     return _Pending(
         pid=args.prepared_id, required=prepared.approval, entries=entries,
+        head=head, writes=writes,
         notes=notes, now_ms=now_ms, message="\n".join(lines), shown=shown_digest(lines),
         expires=expiry_text(prepared.expires_ms),
     )  # fmt: skip
@@ -164,20 +170,13 @@ async def _take_answer(
     assert channel.state is not None
     mode, nonce_sha256, problem = _check_state(pending, channel.state)
     if problem is not None:
-        await _refuse(app, store, pending, mode, problem, nonce_sha256)
+        await _refuse(pending, mode, problem, nonce_sha256)
     if mode == "passkey":
         # URL mode: the page itself records the approval, and this preparation still has none.
         if channel.answer is None or channel.answer[0] != "accept":
-            await _refuse(app, store, pending, mode, _refusal(channel.answer), nonce_sha256)
-        head = head_of(pending.entries)
-        assert head is not None
-        try:
-            await store.append(
-                pending.pid, head, ConfirmRefused(reason="approval_missing"),
-                actor=f"api:{app.instance_id}", eid=new_id(),
-            )  # fmt: skip
-        except errors.MailError:
-            log.warning("annotation_not_recorded", pid=pending.pid, type="confirm_refused")
+            await _refuse(pending, mode, _refusal(channel.answer), nonce_sha256)
+        missing = ConfirmRefused(reason="approval_missing")
+        await pending.writes.annotate(pending.pid, pending.head, missing)
         raise errors.ApprovalUnavailable(
             "the approval page has not recorded an approval of this preparation; approve it "
             "there and confirm again; nothing was sent"
@@ -197,7 +196,7 @@ async def _ask_now(
     try:
         answer = await asyncio.wait_for(channel.ask(pending.message, SCHEMA), WAIT_S)
     except TimeoutError:
-        await _refuse(app, store, pending, "elicitation", "timed_out", nonce_sha256)
+        await _refuse(pending, "elicitation", "timed_out", nonce_sha256)
     except Exception as exc:  # the client could not be asked: nothing was approved
         log.warning("approval_not_asked", error_type=type(exc).__name__)
         raise _unavailable(None) from None
@@ -209,7 +208,7 @@ async def _judge(
     answer: Answer | None, nonce_sha256: str | None,
 ) -> None:  # fmt: skip
     if answer is None or answer[0] != "accept" or answer[1] != APPROVE:
-        await _refuse(app, store, pending, "elicitation", _refusal(answer), nonce_sha256)
+        await _refuse(pending, "elicitation", _refusal(answer), nonce_sha256)
     approved = Approved(
         mode="elicitation",
         client_name=client_text(channel.client_name),
@@ -269,21 +268,13 @@ def _refusal(answer: Answer | None) -> ApprovalRefusal:
 
 
 async def _refuse(
-    app: AppContext, store: LedgerStore, pending: _Pending, mode: ApprovalMode,
-    reason: ApprovalRefusal, nonce_sha256: str | None,
-) -> None:  # fmt: skip
+    pending: _Pending, mode: ApprovalMode, reason: ApprovalRefusal, nonce_sha256: str | None
+) -> None:
     """Record the refusal (best effort) and answer it; the preparation stays usable."""
-    head = head_of(pending.entries)
     refused = ApprovalRefused(
         mode=mode, reason=reason, nonce_sha256=UNSET if nonce_sha256 is None else nonce_sha256
     )
-    if head is not None:
-        try:
-            await store.append(
-                pending.pid, head, refused, actor=f"api:{app.instance_id}", eid=new_id()
-            )
-        except errors.MailError:
-            log.warning("annotation_not_recorded", pid=pending.pid, type="approval_refused")
+    await pending.writes.annotate(pending.pid, pending.head, refused)
     raise errors.ApprovalDeclined(
         f"not approved ({reason.replace('_', ' ')}); nothing was sent, and the preparation stays "
         f"usable until {pending.expires}"
@@ -293,11 +284,9 @@ async def _refuse(
 async def _write(
     app: AppContext, store: LedgerStore, pending: _Pending, data: EventData, failure: str
 ) -> None:
-    head = head_of(pending.entries)
-    assert head is not None
     try:
         outcome = await store.append(
-            pending.pid, head, data, actor=f"api:{app.instance_id}", eid=new_id()
+            pending.pid, pending.head, data, actor=f"api:{app.instance_id}", eid=new_id()
         )
     except errors.MailError:
         outcome = None
