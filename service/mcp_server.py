@@ -64,8 +64,10 @@ def build_server(app: AppContext, principal_of: PrincipalSource) -> Server[Any]:
     ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name not in TOOLS_BY_NAME:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name[:64]}")
-        channel = channel_of(ctx, params)
-        result = await call_tool(app, principal_of(ctx), params.name, params.arguments, channel)
+        # How to reach a person is worked out only for a send that waits for approval.
+        result = await call_tool(
+            app, principal_of(ctx), params.name, params.arguments, lambda: channel_of(ctx, params)
+        )
         if result.ask is not None:
             return input_required(result.ask)
         return types.CallToolResult(

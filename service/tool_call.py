@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -113,11 +113,11 @@ def check_sent_filing(app: AppContext, principal: Principal) -> None:
 
 async def call_tool(
     app: AppContext, principal: Principal, name: str, arguments: object,
-    channel: Channel = NO_CHANNEL,
+    channel: Callable[[], Channel] = lambda: NO_CHANNEL,
 ) -> CallResult:  # fmt: skip
     """Run one tools/call and return its result; every exception becomes an error result.
 
-    A send that needs a person's approval gets it through `channel` first, outside the tool
+    A send that needs a person's approval gets it through `channel()` first, outside the tool
     deadline (a person takes longer than a mailbox).
     """
     tool = TOOLS_BY_NAME[name]
@@ -138,7 +138,7 @@ async def call_tool(
             if not isinstance(args, SendConfirmed):
                 raise
             # A person's answer takes longer than a mailbox: asked outside the tool deadline.
-            ask = await approve(app, principal, args, channel)
+            ask = await approve(app, principal, args, channel())
             if ask is not None:
                 outcome = "approval_requested"
                 return asking(ask)
