@@ -93,7 +93,7 @@ async def approve(
     pending = await _pending(store, dispatcher.writes, principal, args)
     if pending is None:
         return None
-    url = approval_url(app, pending.pid) if accepts(pending.required, "passkey") else None
+    url = approval_url(app, pending.pid, pending.required)
     by_form = accepts(pending.required, "elicitation") and channel.form
     if channel.stateless_era:
         if channel.state is not None:

@@ -33,7 +33,6 @@ from schemas.compose import (
 )
 from schemas.ledger import PayloadAttachment, PreparedPayload
 from schemas.ledger_events import PrepareAction
-from schemas.send_policy import accepts
 from service.approval.links import approval_url
 from service.context import AppContext
 from service.operations.query import require_mailbox
@@ -181,8 +180,7 @@ async def store_preparation(
         raise errors.OperationFailed("the preparation could not be stored; nothing was prepared")
     expires_at = datetime.fromtimestamp(expires_ms / 1000, UTC)
     result = preview(composed, expires_at)
-    if policy.required is not None and accepts(policy.required, "passkey"):
-        result.approval_url = approval_url(app, payload.pid) or UNSET
+    result.approval_url = approval_url(app, payload.pid, policy.required) or UNSET
     return result
 
 
