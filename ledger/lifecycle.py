@@ -271,16 +271,30 @@ def _check_need(lifecycle: Lifecycle, rule: Rule, event: Event, srv_ms: int | No
         _check_approval(lifecycle, rule, event)
 
 
+def awaits_approval(lifecycle: Lifecycle) -> bool:
+    """Tell whether a claim now is refused for want of the approval the preparation requires."""
+    rule = rule_for(lifecycle.state, "claimed")
+    prepared = lifecycle.prepared
+    return (
+        rule is not None
+        and rule.need == "unapproved"
+        and prepared is not None
+        and not isinstance(prepared.approval, UnsetType)
+    )
+
+
 def _check_approval(lifecycle: Lifecycle, rule: Rule, event: Event) -> None:
     state, kind = lifecycle.state, event.type
-    prepared = lifecycle.prepared
-    required = None if prepared is None or isinstance(prepared.approval, UnsetType) else (
-        prepared.approval
-    )
     if rule.need == "unapproved":
-        if required is not None:
+        if awaits_approval(lifecycle):
             raise InvalidTransition(state, kind, "the preparation requires an approval first")
         return
+    prepared = lifecycle.prepared
+    required = (
+        None
+        if prepared is None or isinstance(prepared.approval, UnsetType)
+        else (prepared.approval)
+    )
     data = event.data
     if required is None or not isinstance(data, Approved) or not accepts(required, data.mode):
         raise InvalidTransition(state, kind, "the preparation requires no approval of this kind")

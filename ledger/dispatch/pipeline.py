@@ -38,7 +38,7 @@ from ledger.dispatch.refusals import (
 from ledger.dispatch.submitter import SentFiler, Slot, Submission, Submitter, Validator
 from ledger.dispatch.writes import Closed, DispatchSettings, Run, RunWriter
 from ledger.ids import new_id
-from ledger.lifecycle import UNCLAIMED, Lifecycle
+from ledger.lifecycle import UNCLAIMED, Lifecycle, awaits_approval
 from ledger.projection import project
 from ledger.store.answers import ClaimOutcome, Head
 from ledger.store.durability.monitor import StoreMonitor
@@ -173,8 +173,7 @@ class Dispatcher:
             if blocked:  # the store is not durable, or went back in time: claim nothing
                 raise errors.DeploymentDisabled(f"{blocked}; nothing was sent")
             await check_recipients(self.store, self.policy, lifecycle, run.pid, head, self.writes)
-            prepared = lifecycle.prepared
-            if lifecycle.state == "PREPARED" and prepared and prepared.approval is not UNSET:
+            if awaits_approval(lifecycle):
                 raise errors.ApprovalNeeded()  # the claim script would refuse it too
             outcome = await self._claim(run, head)
             if outcome.result == "claimed":

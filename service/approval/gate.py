@@ -21,6 +21,7 @@ from msgspec import UNSET, Struct, UnsetType
 from ledger.dispatch.refusals import fold_or_refuse
 from ledger.dispatch.writes import Run, RunWriter
 from ledger.ids import new_id
+from ledger.lifecycle import awaits_approval
 from ledger.store.answers import Head
 from ledger.store.ledger_store import LedgerStore, head_of
 from schemas import errors
@@ -124,10 +125,10 @@ async def _pending(
     run = Run(args.prepared_id, principal.owner, args.confirmed_digest, args.append_sent,
               principal.grant)  # fmt: skip
     lifecycle = fold_or_refuse(run, now_ms, entries, writes)
-    prepared = lifecycle.prepared
-    waiting = lifecycle.state == "PREPARED"
-    if prepared is None or not waiting or isinstance(prepared.approval, UnsetType):
+    if not awaits_approval(lifecycle):
         return None  # needs no approval, has one, or was consumed: the dispatcher decides
+    prepared = lifecycle.prepared
+    assert prepared is not None and not isinstance(prepared.approval, UnsetType)
     # fold_or_refuse verified the chain; only the approval notes are decoded again.
     notes = [
         (position, decode_event(entry.e).data)
