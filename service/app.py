@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
-
+from ledger.store.connection import StoreClient
 from providers.imap.mailbox import ImapMailbox
 from providers.imap.settings import ImapSettings
 from providers.mailbox import Mailbox
@@ -31,7 +30,7 @@ def imap_settings(mail: MailConfig) -> ImapSettings:
     )
 
 
-def command_mailbox(mail: MailConfig, client: aioredis.Redis) -> Mailbox:
+def command_mailbox(mail: MailConfig, client: StoreClient) -> Mailbox:
     """The mailbox a ledger command reads: IMAP on one connection, or Graph with its token
     store on the ledger's Redis (`client`)."""
     if mail.provider == "microsoft":

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-import redis.asyncio as aioredis
-
+from ledger.store.connection import StoreClient
 from providers.graph.account import GraphSettings
 from providers.graph.mailbox import GraphMailbox
 from providers.oauth2.rotation import RotationStore, StoredToken
@@ -61,6 +60,6 @@ def build_graph_mailbox(mail: MailConfig) -> tuple[GraphMailbox, AttachedLater]:
     return GraphMailbox(settings), rotation
 
 
-def attach_token_store(rotation: AttachedLater, client: aioredis.Redis, mail: MailConfig) -> None:
+def attach_token_store(rotation: AttachedLater, client: StoreClient, mail: MailConfig) -> None:
     """Give a Graph mailbox's token source its encrypted store on the ledger's Redis."""
     rotation.attach(graph_token_store(client, mail))

@@ -3,8 +3,7 @@ for `microsoft`, one for Graph whose rotated refresh tokens live in the store.""
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
-
+from ledger.store.connection import StoreClient
 from providers.oauth2.cache import rotating_tokens_for, tokens_for
 from providers.oauth2.profiles import RefreshGrant, google_grant, graph_grant, microsoft_grant
 from providers.oauth2.rotation import RotationStore
@@ -32,7 +31,7 @@ def refresh_grant(login: OAuthLogin) -> RefreshGrant:
     return microsoft_grant(login.tenant, login.client_id, login.client_secret, login.refresh_token)
 
 
-def graph_token_store(client: aioredis.Redis, mail: MailConfig) -> RedisRefreshTokenStore:
+def graph_token_store(client: StoreClient, mail: MailConfig) -> RedisRefreshTokenStore:
     """The encrypted store of a `microsoft` mailbox's rotated refresh tokens, on `client`."""
     login, graph = _graph_login(mail)
     assert login.tenant is not None  # _graph_login checked it

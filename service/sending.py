@@ -20,7 +20,8 @@ from ledger.dispatch.pipeline import Dispatcher
 from ledger.dispatch.submitter import Submitter, Validator
 from ledger.dispatch.writes import DispatchSettings
 from ledger.ids import new_id
-from ledger.store.connection import connect
+from ledger.store.connection import StoreClient, connect
+from ledger.store.durability.acks import Acknowledgment
 from ledger.store.durability.monitor import StoreMonitor
 from ledger.store.durability.selfcheck import SelfCheckOptions, self_check
 from ledger.store.durability.witness import Witness, WitnessError
@@ -113,9 +114,6 @@ def dispatch_settings(store: StoreConfig, report: SelfCheckReport) -> DispatchSe
         termination_timeout_s=store.smtp_data_termination_timeout_s,
         outcome_persist_window_s=store.outcome_persist_window_s,
         sent_filing_timeout_s=store.sent_filing_timeout_s,
-        waitaof=report.waitaof,
-        waitaof_replicas=store.waitaof_replicas,
-        fsync_timeout_ms=store.fsync_timeout_ms,
     )
 
 
@@ -194,7 +192,17 @@ def durability_options(store: StoreConfig) -> SelfCheckOptions:
         provider_managed=store.fsync_provider_managed,
         assume_noeviction=store.assume_noeviction,
         waitaof_replicas=store.waitaof_replicas,
+        wait_replicas=store.wait_replicas,
         fsync_timeout_ms=store.fsync_timeout_ms,
+    )
+
+
+def acknowledgment(store: StoreConfig, report: SelfCheckReport) -> Acknowledgment:
+    """What every ledger write waits for: the configured replicas, and WAITAOF where it works."""
+    return Acknowledgment(
+        replicas=max(store.wait_replicas, store.waitaof_replicas),
+        waitaof=report.waitaof,
+        timeout_ms=store.fsync_timeout_ms,
     )
 
 
@@ -205,6 +213,7 @@ async def open_store(
     every new connection before it carries a command."""
     hook = None if monitor is None else monitor.on_connect
     embedded = None
+    client: StoreClient
     if store.mode == "embedded":
         embedded = await start_embedded(store.data_dir, on_connect=hook)
         client = embedded.client
@@ -250,6 +259,7 @@ async def start_sending(
     # Settings that do not hold yet (AOF off, say) keep sending off through the monitor, which
     # re-reads them on every refresh: fixing Redis is enough, no restart is needed.
     monitor.waitaof = report.waitaof
+    store.require(acknowledgment(store_config, report))
     try:
         attach_witness(store, store_config.data_dir, report.store_id)
     except WitnessError as exc:

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal
 
-import redis.asyncio as aioredis
 import structlog
 from msgspec import Struct
 
@@ -28,6 +27,7 @@ from ledger.archive.position import NO_POSITION, ArchivePosition, ArchiveRefused
 from ledger.archive.segments import ArchiveDamaged, SegmentWriter, Tail, list_checkpoints
 from ledger.archive.signed_note import SignerKey, sign
 from ledger.ids import new_id
+from ledger.store.connection import StoreClient
 from ledger.store.keys import LedgerKeys
 
 log = structlog.get_logger("angelos.archive")
@@ -75,7 +75,7 @@ class Archiver:
         self._rules: records.RulesRecord | None = None
 
     @classmethod
-    def for_client(cls, client: aioredis.Redis, keys: LedgerKeys,
+    def for_client(cls, client: StoreClient, keys: LedgerKeys,
                    settings: ArchiveSettings) -> Archiver:
         """Build an archiver with a fresh lease token on a redis.asyncio client."""
         return cls(ArchivePosition(client, keys, new_id()), keys, settings)

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-import redis.asyncio as aioredis
 import redis.exceptions as rex
 
 from ledger.ids import new_id
 from ledger.store.answers import text
 from ledger.store.bulk import BulkReader, IndexEntry, index_entry_from, pages, stored_entry
+from ledger.store.connection import StoreClient
 from ledger.store.keys import LedgerKeys
 from ledger.store.lua_scripts import LuaScripts
 from schemas.ledger import LedgerEntry, LedgerUnavailable, pid_fits
@@ -47,7 +47,7 @@ class Fetched(NamedTuple):
 class ArchivePosition:
     """Reads the ledger for the archiver and moves its position, under its lease."""
 
-    def __init__(self, client: aioredis.Redis, keys: LedgerKeys, token: str) -> None:
+    def __init__(self, client: StoreClient, keys: LedgerKeys, token: str) -> None:
         self.client = client
         self.keys = keys
         self.token = token

@@ -180,6 +180,7 @@ class Dispatcher:
                 blob = outcome.payload
                 run.head = outcome.head
                 run.claim_srv_ms = outcome.srv_ms
+                run.claim_confirmed = outcome.confirmed
                 break
             if outcome.result in ("conflict", "existing"):
                 continue  # re-read: an annotation slipped in, or someone else claimed
@@ -264,7 +265,7 @@ class Dispatcher:
         self, run: Run, blob: bytes, lifecycle: Lifecycle
     ) -> SendResult | ReplayResult:
         try:
-            if self.settings.waitaof and not await self.writes.durable():
+            if not run.claim_confirmed:  # not on the replicas (or disk) it must reach
                 return await self._abort(run, "not_attempted", "durability_unconfirmed")
             payload, problem = self._integrity(run, blob, lifecycle)
             if payload is None:

@@ -38,9 +38,6 @@ class DispatchSettings(Struct, frozen=True, kw_only=True):
     outcome_persist_window_s: float = 600.0
     sent_filing_timeout_s: float = 30.0
     claim_to_attempt_s: float = 60.0
-    waitaof: bool = False
-    waitaof_replicas: int = 0
-    fsync_timeout_ms: int = 2000
 
 
 class Closed(Exception):
@@ -64,6 +61,7 @@ class Run:
         self.queued = False  # waiting for a connection right now
         self.waited = False  # waited for a connection at some point
         self.claim_srv_ms = 0  # Redis time of the claim
+        self.claim_confirmed = True  # the claim's required WAIT/WAITAOF confirmed it
         self.warnings: list[str] = []
 
 
@@ -126,7 +124,7 @@ class RunWriter:
                 return False  # the store went back in time: no network step now
             if not self.annotations_only(run, outcome):
                 raise Closed()
-        if self.settings.waitaof and not await self.durable():
+        if not outcome.confirmed:  # not on the replicas (or disk) the settings require
             return False
         return not witnessed or await self._witnessed(outcome)
 
@@ -187,14 +185,6 @@ class RunWriter:
             return False
         run.head = outcome.head
         return True
-
-    async def durable(self) -> bool:
-        try:
-            return await self.store.wait_durable(
-                replicas=self.settings.waitaof_replicas, timeout_ms=self.settings.fsync_timeout_ms
-            )
-        except errors.MailError:
-            return False
 
     async def _witnessed(self, outcome: AppendOutcome) -> bool:
         """Keep the gate's ledger clock in this host's witness before the step it opens."""

@@ -53,6 +53,7 @@ class ClaimOutcome(Struct, frozen=True, kw_only=True):
     srv_ms: int = 0
     head: Head | None = None  # after `claimed` the claimed entry; else the current head if known
     clock: int = 0  # the ledger clock after `claimed`
+    confirmed: bool = True  # the required WAIT/WAITAOF confirmed it (durability/acks.py)
 
 
 AppendResult = Literal[
@@ -71,6 +72,7 @@ class AppendOutcome(Struct, frozen=True, kw_only=True):
     head: Head | None = None
     state: State | None = None  # the lifecycle state the script saw (conflict, refusals)
     clock: int = 0  # the ledger clock after an appended lifecycle event (0 for annotations)
+    confirmed: bool = True  # the required WAIT/WAITAOF confirmed it (durability/acks.py)
 
 
 class OpenMember(Struct, frozen=True):

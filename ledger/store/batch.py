@@ -1,15 +1,18 @@
-"""Runs the ledger scripts by EVALSHA, reloading them on NOSCRIPT, optionally in batches.
+"""Runs the ledger scripts by EVALSHA on a connection it holds, optionally in batches.
 
-A single call is the script's redis-py AsyncScript (ledger/store/lua_scripts.py), which loads the
-script when Redis answers NOSCRIPT. A batch writes its EVALSHAs itself, with the same SHAs, and
-answers a NOSCRIPT reply in it by that single call.
+Every call goes out through wire.exchange on a connection to the node that serves the ledger's
+keys (ledger/store/nodes.py), so that the confirmation a write needs (a `WAIT` for replicas,
+a `WAITAOF` for the fsync: durability/acks.py) runs on the connection that wrote it. A NOSCRIPT
+reply loads the script on that connection and sends the call again; a cluster's MOVED, ASK,
+TRYAGAIN or CLUSTERDOWN reply reads the topology again first. Each of those replies means the
+script did not run, so sending it again cannot apply it twice.
 
 Batching is group commit for independent sends: script calls issued by concurrent tasks in the
 same event-loop turn leave as pipelines of at most MAX_BATCH calls (shared round trips, shared
-fsyncs on the server). Each EVALSHA stays atomic on its own and each caller still gets its own
-reply, so semantics are those of separate calls; only the round trips are shared. A call whose
-caller was cancelled before its pipeline left is dropped, as an unbatched call would never have
-been sent.
+fsyncs and one shared `WAIT` on the server). Each EVALSHA stays atomic on its own and each
+caller still gets its own reply, so semantics are those of separate calls; only the round trips
+are shared. A call whose caller was cancelled before its pipeline left is dropped, as an
+unbatched call would never have been sent.
 """
 
 from __future__ import annotations
@@ -18,39 +21,48 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Final
 
-import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
+from redis.exceptions import ClusterDownError, NoScriptError
 
+from ledger.store.connection import StoreClient
+from ledger.store.durability.acks import NONE, Acknowledgment
 from ledger.store.lua_scripts import Arg
+from ledger.store.nodes import NOT_RUN_HERE, borrowed, rediscover
 from ledger.store.scripts import SCRIPTS
-from ledger.store.wire import exchange
+from ledger.store.wire import Command, exchange
 
 # Small pipelines, several per loop turn: while Redis runs one, this process packs the next and
 # parses the last, so both cores work (bench/ledger_core.py: one pipeline of 256 calls leaves
 # them taking turns, ~2,300 lifecycles/s; pipelines of 8 reach 3,800-5,050 on 2 vCPUs, where 16
 # and 32 measured no better and 4 worse).
 MAX_BATCH: Final = 8
-_Call = tuple[str, Sequence[str], Sequence[Arg], "asyncio.Future[Any]"]
+MAX_ROUNDS: Final = 4  # sends of one call that was not run (NOSCRIPT, a moving cluster)
+Replied = tuple[Any, bool]  # a script's raw reply, and whether its acknowledgment confirmed it
+_Call = tuple[str, Sequence[str], Sequence[Arg], "asyncio.Future[Replied]"]
 
 
 class ScriptRunner:
-    """EVALSHA with automatic reload; `batching` coalesces calls of one loop turn."""
+    """EVALSHA with automatic reload and acknowledgment; `batching` coalesces calls of one
+    loop turn."""
 
-    def __init__(self, client: aioredis.Redis, *, batching: bool = False) -> None:
+    def __init__(self, client: StoreClient, *, batching: bool = False) -> None:
         self._client = client
-        self._scripts = SCRIPTS.register(client)
+        self._shas = {name: SCRIPTS.sha(name) for name in SCRIPTS.names}
         self._batching = batching
+        self.ack: Acknowledgment = NONE
         self._pending: list[_Call] = []
         self._scheduled = False
         self._flushes: set[asyncio.Task[None]] = set()
 
-    async def run(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-        """Run one script and return its raw reply (redis-py exceptions pass through)."""
-        if not self._batching:
-            return await self._single(name, keys, args)
+    async def run(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Replied:
+        """Run one script; return its raw reply (redis-py exceptions pass through) and whether
+        the required acknowledgment confirmed it (always True when none is required)."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        self._pending.append((name, keys, args, future))
+        future: asyncio.Future[Replied] = loop.create_future()
+        call = (name, keys, args, future)
+        if not self._batching:
+            await self._flush([call])
+            return await future
+        self._pending.append(call)
         if not self._scheduled:
             self._scheduled = True
             loop.call_soon(self._start_flush)
@@ -69,46 +81,60 @@ class ScriptRunner:
 
     async def _flush(self, batch: list[_Call]) -> None:
         try:
-            replies = await self._send(batch)
-        except BaseException as exc:  # the whole round trip failed: every caller learns it
+            await self._rounds(batch)
+        except BaseException as exc:  # a round trip failed: every caller not answered learns it
             for *_, future in batch:
                 _fail(future, exc)
-            return
-        for (name, keys, args, future), reply in zip(batch, replies, strict=True):
-            if isinstance(reply, NoScriptError):
-                try:
-                    reply = await self._single(name, keys, args)
-                except BaseException as exc:
-                    _fail(future, exc)
-                    continue
-            if isinstance(reply, BaseException):
-                _fail(future, reply)
-            else:
-                _settle(future, reply)
 
-    async def _send(self, batch: list[_Call]) -> list[Any]:
-        """Write the batch's EVALSHAs in one send on one pooled connection and read each reply."""
-        pool = self._client.connection_pool
-        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
-        try:
-            return await exchange(
-                connection,
-                (("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
-                 for name, keys, args, _ in batch),
-            )  # fmt: skip
-        finally:
-            await pool.release(connection)
+    async def _rounds(self, batch: list[_Call]) -> None:
+        ack = self.ack
+        for _ in range(MAX_ROUNDS):
+            replies, confirmed = await self._send(batch, ack)
+            again: list[_Call] = []
+            for call, reply in zip(batch, replies, strict=True):
+                if isinstance(reply, (NoScriptError, *NOT_RUN_HERE)):
+                    again.append(call)
+                elif isinstance(reply, BaseException):
+                    _fail(call[3], reply)
+                else:
+                    _settle(call[3], (reply, confirmed))
+            if not again:
+                return
+            if any(isinstance(reply, NOT_RUN_HERE) for reply in replies):
+                await rediscover(self._client)
+            batch = again
+        for call in batch:  # still not run: the store keeps refusing, so say so
+            _fail(call[3], ClusterDownError("the ledger store kept redirecting a script"))
 
-    async def _single(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-        return await self._scripts[name](keys, args)
+    async def _send(self, batch: list[_Call], ack: Acknowledgment) -> tuple[list[Any], bool]:
+        """Write the batch's EVALSHAs (and the acknowledgment) in one send on one connection."""
+        commands: list[Command] = []
+        for name, keys, args, _ in batch:
+            commands.append(("EVALSHA", self._shas[name], len(keys), *keys, *args))
+        if ack.required:
+            commands.append(ack.command())
+        async with borrowed(self._client, batch[0][1][0]) as connection:
+            replies = await exchange(connection, commands)
+            missing = {
+                name
+                for (name, *_), reply in zip(batch, replies, strict=False)
+                if isinstance(reply, NoScriptError)
+            }
+            if missing:
+                await exchange(
+                    connection, [("SCRIPT", "LOAD", SCRIPTS.source(name)) for name in missing]
+                )
+        if not ack.required:
+            return replies, True
+        return replies[:-1], ack.confirms(replies[-1])
 
 
-def _settle(future: asyncio.Future[Any], reply: Any) -> None:
+def _settle(future: asyncio.Future[Replied], reply: Replied) -> None:
     if not future.done():
         future.set_result(reply)
 
 
-def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
+def _fail(future: asyncio.Future[Replied], exc: BaseException) -> None:
     if future.done():
         return
     if isinstance(exc, asyncio.CancelledError):

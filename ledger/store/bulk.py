@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple, TypeVar, cast
 
-import redis.asyncio as aioredis
 import redis.exceptions as rex
 from msgspec import Struct
 
 from ledger.store.answers import OpenMember, text, time_ms
+from ledger.store.connection import StoreClient
 from ledger.store.keys import LedgerKeys
 from schemas.ledger import LedgerCorrupt, LedgerEntry, LedgerUnavailable
 from schemas.ledger_events import MAX_ENTRIES
@@ -111,7 +111,7 @@ def index_entry_from(item: Any) -> IndexEntry:
 class BulkReader:
     """Reads many ledger streams, or the index, with few round trips and no writes."""
 
-    def __init__(self, client: aioredis.Redis, keys: LedgerKeys) -> None:
+    def __init__(self, client: StoreClient, keys: LedgerKeys) -> None:
         self.client = client
         self.keys = keys
 
@@ -119,7 +119,7 @@ class BulkReader:
         """Return (server ms, each pid's stored entries, in `pids` order) in one round trip."""
         try:
             async with self.client.pipeline(transaction=False) as pipe:
-                pipe.time()
+                pipe.execute_command("TIME")  # pipe.time() is refused by a cluster pipeline
                 for pid in pids:
                     pipe.xrange(self.keys.stream(pid), count=MAX_ENTRIES + 1)
                 now, *groups = await pipe.execute()

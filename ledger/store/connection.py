@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -25,7 +26,16 @@ POOL_WAIT_S: Final = 30.0
 SOCKET_TIMEOUT_S: Final = 5.0  # any reply (WAITAOF's own timeout is added on top)
 CONNECT_TIMEOUT_S: Final = 2.0
 HEALTH_CHECK_S: Final = 1.0
+CLUSTER_CONNECTIONS: Final = 1000  # per node: a cluster node's pool fails, it does not wait
+CLUSTER_SUFFIX: Final = "+cluster"  # redis+cluster:// and rediss+cluster:// name a cluster
 OnConnect = Callable[[AbstractConnection], Awaitable[None]]
+StoreClient: TypeAlias = aioredis.Redis | RedisCluster
+
+
+def is_cluster_url(url: str) -> bool:
+    """Tell whether ANGELOS_REDIS_URL names a Redis Cluster (its scheme ends in +cluster)."""
+    scheme, _, _ = url.partition("://")
+    return scheme.lower().endswith(CLUSTER_SUFFIX)
 
 
 def client_options(
@@ -47,15 +57,46 @@ def client_options(
 
 def connect(
     url: str, *, on_connect: OnConnect | None = None, extra_timeout_s: float = 0.0, **options: Any
-) -> aioredis.Redis:
-    """Open a client for ANGELOS_REDIS_URL.
+) -> StoreClient:
+    """Open a client for ANGELOS_REDIS_URL: one server, or a cluster for a `+cluster` scheme.
 
     The pool blocks when all connections are busy: a burst of concurrent confirms waits for a
     connection instead of failing with "too many connections".
     """
+    if is_cluster_url(url):
+        return connect_cluster(
+            url, on_connect=on_connect, extra_timeout_s=extra_timeout_s, **options
+        )
     settings = client_options(on_connect=on_connect, extra_timeout_s=extra_timeout_s) | options
     pool = aioredis.BlockingConnectionPool.from_url(url, **settings)
     return aioredis.Redis.from_pool(pool)
+
+
+def connect_cluster(
+    url: str, *, on_connect: OnConnect | None = None, extra_timeout_s: float = 0.0, **options: Any
+) -> RedisCluster:
+    """Open a redis-py RedisCluster from a seed node's `redis+cluster://` URL.
+
+    No command is retried by redis-py (the ledger decides, as on one server); a failed node
+    makes the client re-read the topology before its next command.
+    """
+    scheme, sep, rest = url.partition("://")
+    settings: dict[str, Any] = {
+        "retry": Retry(NoBackoff(), 0),
+        "max_connections": CLUSTER_CONNECTIONS,
+        "socket_timeout": SOCKET_TIMEOUT_S + extra_timeout_s,
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "health_check_interval": HEALTH_CHECK_S,
+    } | options
+    settings.pop("timeout", None)  # a blocking-pool option; cluster pools do not wait
+    client = RedisCluster.from_url(scheme[: -len(CLUSTER_SUFFIX)] + sep + rest, **settings)
+    if on_connect is not None:
+        # RedisCluster takes no connect hook; every node's connections are built from these
+        # kwargs (the seed node holds its own copy), so the hook reaches every new connection.
+        client.connection_kwargs["redis_connect_func"] = on_connect
+        for node in client.nodes_manager.startup_nodes.values():
+            node.connection_kwargs["redis_connect_func"] = on_connect
+    return client
 
 
 def connect_unix(path: str, *, on_connect: OnConnect | None = None) -> aioredis.Redis:
@@ -68,7 +109,11 @@ def connect_unix(path: str, *, on_connect: OnConnect | None = None) -> aioredis.
     return aioredis.Redis.from_pool(pool)
 
 
-async def drop_idle(client: aioredis.Redis) -> None:
+async def drop_idle(client: StoreClient) -> None:
     """Close every idle pooled connection (after a failure, they may all be stale)."""
     with contextlib.suppress(Exception):  # closing what is already broken may fail: no matter
-        await client.connection_pool.disconnect(inuse_connections=False)
+        if isinstance(client, RedisCluster):
+            for node in client.get_nodes():
+                await node.disconnect_free_connections()
+        else:
+            await client.connection_pool.disconnect(inuse_connections=False)

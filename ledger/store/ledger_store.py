@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar, cast
 
-import redis.asyncio as aioredis
+import msgspec
 import redis.exceptions as rex
 from msgspec import UNSET, Struct
 
@@ -36,9 +36,10 @@ from ledger.store.answers import (
     time_ms,
     unexpected,
 )
-from ledger.store.batch import ScriptRunner
+from ledger.store.batch import Replied, ScriptRunner
 from ledger.store.bulk import entry_from
-from ledger.store.connection import drop_idle
+from ledger.store.connection import StoreClient, drop_idle
+from ledger.store.durability.acks import Acknowledgment
 from ledger.store.durability.witness import Witness
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.store.lua_scripts import Arg
@@ -113,7 +114,7 @@ class LedgerStore:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: StoreClient,
         settings: LedgerSettings | None = None,
         *,
         clock: Callable[[], int] | None = None,
@@ -135,7 +136,7 @@ class LedgerStore:
 
         async def once() -> tuple[Any, Any]:
             async with self.client.pipeline(transaction=False) as pipe:
-                pipe.time()
+                pipe.execute_command("TIME")  # pipe.time() is refused by a cluster pipeline
                 pipe.xrange(stream, count=MAX_ENTRIES + 1)
                 now, raw = await pipe.execute()
             return now, raw
@@ -188,7 +189,7 @@ class LedgerStore:
         script_keys += [keys.unclaimed, keys.meta]
         args: list[Arg] = [payload.pid, e, h, eid, m, blob, ttl_ms]
         args += [self.settings.retention_ms, payload.expires_ms, self._floor()]
-        reply = await self._write("prepare", script_keys, args)
+        reply, _ = await self._write("prepare", script_keys, args)
         result = text(reply[0])
         if result == "ok":
             self._saw(reply[2])
@@ -227,7 +228,7 @@ class LedgerStore:
         event = self._event(pid, head, claimed, actor, eid, at_ms)
         e, h, m = self._seal(event)
         keys = self.keys
-        reply = await self._write(
+        reply, confirmed = await self._write(
             "claim",
             [keys.stream(pid), keys.payload(pid), keys.index, keys.open, keys.unclaimed,
              keys.meta, keys.rate],
@@ -237,7 +238,7 @@ class LedgerStore:
         )  # fmt: skip
         outcome = claim_outcome(reply, head, h)
         self._saw(outcome.clock)
-        return outcome
+        return msgspec.structs.replace(outcome, confirmed=confirmed)
 
     async def append(
         self,
@@ -273,10 +274,14 @@ class LedgerStore:
             ]  # fmt: skip
             script_keys = [keys.stream(pid), keys.payload(pid), keys.index, keys.open]
             script_keys += [keys.unclaimed, lease, keys.meta, keys.evidence]
-            reply = await self._write(
+            reply, confirmed = await self._write(
                 "append", script_keys, args, retry=retry, still_wanted=still_wanted
             )
             outcome = append_outcome(reply, head, data.TYPE, h, eid)
+            if not confirmed or (outcome.result == "duplicate" and self.acknowledgment.required):
+                # A repeat ran on another connection than the write it repeats: its WAIT
+                # cannot speak for that write, so a gate must not count it as confirmed.
+                outcome = msgspec.structs.replace(outcome, confirmed=False)
             self._saw(outcome.clock)
             if (
                 outcome.result != "conflict"
@@ -318,15 +323,14 @@ class LedgerStore:
         """Remove a stale `unclaimed` member whose stream is claimed, expired or gone."""
         await self._call(self.client.zrem(self.keys.unclaimed, pid), maybe_applied=True)
 
-    async def wait_durable(self, *, replicas: int, timeout_ms: int) -> bool:
-        """Run `WAITAOF 1 <replicas> <timeout>` (Redis >= 7.2); True when the fsyncs confirmed."""
-        reply = await self._call(
-            self.client.execute_command(  # type: ignore[no-untyped-call]
-                "WAITAOF", 1, replicas, timeout_ms
-            ),
-            maybe_applied=False,
-        )
-        return int(reply[0]) >= 1 and int(reply[1]) >= replicas
+    @property
+    def acknowledgment(self) -> Acknowledgment:
+        """What every scripted write waits for before it counts as confirmed."""
+        return self._runner.ack
+
+    def require(self, ack: Acknowledgment) -> None:
+        """Make every scripted write wait for `ack` (replicas, fsync) on its own connection."""
+        self._runner.ack = ack
 
     async def ensure_meta(self) -> LedgerMeta:
         """Create the meta hash fields once (schema, created_ms, store_id, mac_key_id) and
@@ -353,14 +357,14 @@ class LedgerStore:
 
     async def guard(self) -> tuple[int, Halt | None]:
         """Compare the store's clock with this host's witness; record a halt if it is behind."""
-        reply = await self._write("guard", [self.keys.meta], [self._floor(shared=True)])
+        reply, _ = await self._write("guard", [self.keys.meta], [self._floor(shared=True)])
         clock, record = int(reply[0]), text(reply[1])
         self._saw(clock)
         return clock, Halt.parse(record) if record else None
 
     async def acknowledge(self, halt: Halt) -> str:
         """Clear exactly this halt (a person handled it): `acknowledged`, `none` or `changed`."""
-        reply = await self._write("acknowledge", [self.keys.meta], [halt.record])
+        reply, _ = await self._write("acknowledge", [self.keys.meta], [halt.record])
         return text(reply[0])
 
     # ----------------------------------------------------------------------------- helpers
@@ -410,11 +414,13 @@ class LedgerStore:
         *,
         retry: RetryPolicy | None = None,
         still_wanted: Callable[[], bool] | None = None,
-    ) -> Any:
-        """Run an eid-carrying script under the retry policy (the script deduplicates)."""
+    ) -> Replied:
+        """Run an eid-carrying script under the retry policy (the script deduplicates); return
+        its reply and whether the required acknowledgment confirmed it."""
         policy = retry or self.settings.retry
         run = policy.call(lambda: self._runner.run(name, keys, args), still_wanted=still_wanted)
-        return await self._call(run, maybe_applied=True)
+        replied: Replied = await self._call(run, maybe_applied=True)
+        return replied
 
     async def _call(self, awaitable: Any, *, maybe_applied: bool) -> Any:
         """Await one redis-py call (its async typing is loose), mapping failures to our errors."""

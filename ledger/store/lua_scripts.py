@@ -11,8 +11,9 @@ import hashlib
 from collections.abc import Callable, Iterable
 from importlib import resources
 
-import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
+
+from ledger.store.connection import StoreClient
 
 Arg = bytes | str | int
 
@@ -48,7 +49,7 @@ class LuaScripts:
         """Return the SHA-1 Redis uses to name a loaded script."""
         return hashlib.sha1(self.source(name).encode("utf-8")).hexdigest()
 
-    def register(self, client: aioredis.Redis) -> dict[str, AsyncScript]:
+    def register(self, client: StoreClient) -> dict[str, AsyncScript]:
         """Return every script registered on a client, by name."""
         return {name: client.register_script(self.source(name)) for name in self.names}
 

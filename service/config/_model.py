@@ -79,6 +79,7 @@ class StoreConfig(msgspec.Struct, frozen=True):
     fsync_provider_managed: bool
     assume_noeviction: bool
     waitaof_replicas: int
+    wait_replicas: int
     fsync_timeout_ms: int
     tool_deadline_s: int
     smtp_data_termination_timeout_s: int

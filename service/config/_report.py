@@ -146,6 +146,7 @@ def _store(store: StoreConfig | None) -> dict[str, object]:
         "SEND_LEDGER_FSYNC": "provider_managed" if store.fsync_provider_managed else None,
         "SEND_LEDGER_ASSUME_NOEVICTION": _switch(store.assume_noeviction),
         "SEND_LEDGER_WAITAOF_REPLICAS": store.waitaof_replicas,
+        "SEND_LEDGER_WAIT_REPLICAS": store.wait_replicas,
         "SEND_LEDGER_FSYNC_TIMEOUT_MS": store.fsync_timeout_ms,
         "SEND_LEDGER_RETENTION_S": store.retention_s,
         "SEND_TOOL_DEADLINE_S": store.tool_deadline_s,
@@ -229,9 +230,9 @@ def _first_party(config: Config) -> dict[str, object]:
 
 
 def _warnings(config: Config) -> list[str]:
-    """Settings that weaken the resource server's trust in what it fetches and accepts."""
+    """Settings that weaken what the resource server trusts, or what the ledger checks."""
     auth = config.http_auth
-    lines = []
+    lines = _attestations(config.store)
     if auth is not None and auth.allow_private_hosts:
         lines.append(
             "WARNING: MCP_OAUTH_ALLOW_PRIVATE_HOSTS=1: the resource server trusts issuers and"
@@ -242,6 +243,25 @@ def _warnings(config: Config) -> list[str]:
         lines.append(
             "WARNING: MCP_OAUTH_CA_FILE is set: signing keys are fetched trusting the CAs in"
             " that file as well as the system CAs"
+        )
+    return lines
+
+
+def _attestations(store: StoreConfig | None) -> list[str]:
+    """The durability settings the operator vouches for instead of the self-check."""
+    if store is None or store.mode != "redis":
+        return []
+    lines = []
+    if store.fsync_provider_managed:
+        lines.append(
+            "WARNING: SEND_LEDGER_FSYNC=provider_managed: YOU ATTEST that the Redis provider"
+            " keeps every acknowledged write through a crash and a failover; angelos cannot read"
+            " appendonly/appendfsync there and does not check them"
+        )
+    if store.assume_noeviction:
+        lines.append(
+            "WARNING: SEND_LEDGER_ASSUME_NOEVICTION=1: YOU ATTEST that the Redis store never"
+            " evicts keys; angelos does not check maxmemory-policy"
         )
     return lines
 

@@ -18,6 +18,7 @@ _MIN_RECOVERY_GRACE_S = 900
 _NUMBERS = {
     "retention_s": "SEND_LEDGER_RETENTION_S",
     "waitaof_replicas": "SEND_LEDGER_WAITAOF_REPLICAS",
+    "wait_replicas": "SEND_LEDGER_WAIT_REPLICAS",
     "fsync_timeout_ms": "SEND_LEDGER_FSYNC_TIMEOUT_MS",
     "tool_deadline_s": "SEND_TOOL_DEADLINE_S",
     "smtp_data_termination_timeout_s": "SMTP_DATA_TERMINATION_TIMEOUT_S",
@@ -84,6 +85,7 @@ def load_store(
         test_prepare_ttl_ms=prepare_ttl_ms,
         retention_s=_pick(numbers, "retention_s"),
         waitaof_replicas=_pick(numbers, "waitaof_replicas"),
+        wait_replicas=_pick(numbers, "wait_replicas"),
         fsync_timeout_ms=_pick(numbers, "fsync_timeout_ms"),
         tool_deadline_s=_pick(numbers, "tool_deadline_s"),
         smtp_data_termination_timeout_s=_pick(numbers, "smtp_data_termination_timeout_s"),

@@ -186,23 +186,31 @@ class RedisTarget(msgspec.Struct, frozen=True):
     port: int | None
     db: int | None
     has_credentials: bool
+    cluster: bool = False  # redis+cluster:// or rediss+cluster://: a seed node of a cluster
 
     def redacted(self) -> str:
         """Return the URL without its userinfo, for operator-facing output."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         port = "" if self.port is None else f":{self.port}"
         db = "" if self.db is None else f"/{self.db}"
-        return f"{'rediss' if self.tls else 'redis'}://{host}{port}{db}"
+        scheme = ("rediss" if self.tls else "redis") + ("+cluster" if self.cluster else "")
+        return f"{scheme}://{host}{port}{db}"
 
 
 def parse_redis_url(text: str) -> tuple[RedisTarget | None, str]:
-    """Validate a redis:// (loopback only) or rediss:// URL; return it, or None and the rule."""
+    """Validate a redis:// (loopback only) or rediss:// URL, either with `+cluster` for a Redis
+    Cluster's seed node; return it, or None and the rule."""
     if any(not 0x21 <= ord(ch) <= 0x7E for ch in text):
         return None, "must be printable ASCII without spaces"
     scheme, sep, rest = text.partition("://")
     scheme = scheme.lower()
+    cluster = scheme.endswith("+cluster")
+    scheme = scheme.removesuffix("+cluster")
     if not sep or scheme not in ("redis", "rediss"):
-        return None, "must be a redis:// or rediss:// URL, or the value off"
+        return None, (
+            "must be a redis:// or rediss:// URL (redis+cluster:// or rediss+cluster:// for a "
+            "Redis Cluster), or the value off"
+        )
     if "?" in rest or "#" in rest:
         # Query options can switch off certificate checks in redis-py; none are accepted.
         return None, "must not carry a query or fragment"
@@ -221,13 +229,18 @@ def parse_redis_url(text: str) -> tuple[RedisTarget | None, str]:
         db = parse_decimal(path)
         if db is None or db > _MAX_REDIS_DB:
             return None, "path must be empty or a database number"
+        if cluster and db != 0:
+            return None, "a Redis Cluster has only database 0"
     if not _is_ip(host) and dns_host_problem(host) is not None:
         return None, "host must be a DNS host name or an IP address"
     tls = scheme == "rediss"
     if not tls and not _is_loopback(host):
         return None, "redis:// is only allowed for loopback hosts; use rediss:// elsewhere"
     has_credentials = bool(at) and userinfo not in ("", ":")
-    return RedisTarget(tls=tls, host=host, port=port, db=db, has_credentials=has_credentials), ""
+    target = RedisTarget(
+        tls=tls, host=host, port=port, db=db, has_credentials=has_credentials, cluster=cluster
+    )
+    return target, ""
 
 
 def _split_host_port(hostport: str) -> tuple[str | None, str | None]:

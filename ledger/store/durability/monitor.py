@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Final
 
 import msgspec
-import redis.asyncio as aioredis
 import structlog
 from redis.asyncio.connection import AbstractConnection
 
 from ledger.store.answers import Halt
+from ledger.store.connection import StoreClient
 from ledger.store.durability.facts import (
     DurabilityOptions,
     StoreFacts,
@@ -30,6 +30,7 @@ from ledger.store.durability.facts import (
 )
 from ledger.store.durability.witness import Witness
 from ledger.store.keys import LedgerKeys
+from ledger.store.nodes import borrowed
 from ledger.store.scripts import SCRIPTS
 from ledger.store.wire import exchange
 
@@ -80,20 +81,18 @@ class StoreMonitor:
         await connection.on_connect()
         await self._reading(connection)
 
-    async def check(self, client: aioredis.Redis) -> None:
-        """Read the store on a pooled connection (the lease refresh calls this)."""
-        pool = client.connection_pool
-        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
-        try:
+    async def check(self, client: StoreClient) -> None:
+        """Read the store on a pooled connection to the ledger's node (the lease refresh)."""
+        async with borrowed(client, self.keys.meta) as connection:
             await self._reading(connection)
-        finally:
-            await pool.release(connection)
 
     async def _reading(self, connection: AbstractConnection) -> None:
         # The floor is taken before the reading is sent: every clock it holds was answered by
         # the store before it reads the meta, so only a store that went back can be below it.
         floor = self.floor()
         facts = await read_facts(connection, self.keys)
+        if not facts.holds_ledger:
+            return  # a cluster node without the ledger's slot: the self-check read its settings
         if floor > facts.clock:
             # Behind the witness: the store forgot acknowledged writes. Record the halt in the
             # store itself, for every process, and lift its clock to ours so that the next

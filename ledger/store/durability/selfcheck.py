@@ -14,14 +14,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-import redis.asyncio as aioredis
 import redis.exceptions as rex
 from msgspec import Struct
+from redis.asyncio.cluster import RedisCluster
 
+from ledger.store.connection import StoreClient
 from ledger.store.durability.facts import DurabilityOptions, StoreFacts, durability, read_facts
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.store.ledger_store import LedgerStore
+from ledger.store.nodes import borrowed, cluster_nodes, on_node
 from ledger.store.scripts import SCRIPTS
+from ledger.store.wire import exchange
 from schemas.ledger import SelfCheckReport
 
 MIN_VERSION: Final = (6, 2)
@@ -36,6 +39,7 @@ class SelfCheckOptions(Struct, frozen=True, kw_only=True):
     provider_managed: bool = False  # SEND_LEDGER_FSYNC=provider_managed
     assume_noeviction: bool = False  # SEND_LEDGER_ASSUME_NOEVICTION=1
     waitaof_replicas: int = 0
+    wait_replicas: int = 0  # SEND_LEDGER_WAIT_REPLICAS
     fsync_timeout_ms: int = 2000
     timeout_s: float = _DEFAULT_TIMEOUT_S  # for each attempt
     attempts: int = _DEFAULT_ATTEMPTS  # tries when the store does not answer in time
@@ -58,7 +62,7 @@ class _NotDurable(_Refused):
 
 
 async def self_check(
-    client: aioredis.Redis,
+    client: StoreClient,
     options: SelfCheckOptions | None = None,
     *,
     store: LedgerStore | None = None,
@@ -74,17 +78,19 @@ async def self_check(
 
 
 async def _check_once(
-    client: aioredis.Redis, opts: SelfCheckOptions, store: LedgerStore | None
+    client: StoreClient, opts: SelfCheckOptions, store: LedgerStore | None
 ) -> SelfCheckReport:
     version = ""
     store_id = ""
     not_durable = ""
     try:
         async with asyncio.timeout(opts.timeout_s):
-            facts = await _facts(client, store.keys if store is not None else LedgerKeys("angelos"))
+            keys = store.keys if store is not None else LedgerKeys("angelos")
+            facts = await _facts(client, keys)
             version = _version(facts)
+            await _cluster(client, keys, opts)
             try:
-                mode, waitaof = await _durability(client, facts, opts)
+                mode, waitaof = await _durability(client, keys, facts, opts)
             except _NotDurable as refused:
                 not_durable, mode, waitaof = str(refused), "none", False
             await _scripts(client)
@@ -120,13 +126,43 @@ def _refused(reason: str, version: str) -> SelfCheckReport:
     )
 
 
-async def _facts(client: aioredis.Redis, keys: LedgerKeys) -> StoreFacts:
-    pool = client.connection_pool
-    connection = await pool.get_connection()  # type: ignore[no-untyped-call]
-    try:
+async def _facts(client: StoreClient, keys: LedgerKeys) -> StoreFacts:
+    async with borrowed(client, keys.meta) as connection:
         return await read_facts(connection, keys)
-    finally:
-        await pool.release(connection)
+
+
+async def _cluster(client: StoreClient, keys: LedgerKeys, opts: SelfCheckOptions) -> None:
+    """On a cluster: every node keeps every acknowledged write, and the replicas of the
+    ledger's shard, which a failover may promote, are waited for."""
+    nodes = await cluster_nodes(client)
+    if not nodes:
+        return
+    failing = 0
+    first = ""
+    for node in nodes:
+        async with on_node(node) as connection:
+            verdict = durability(await read_facts(connection, keys), opts.durability, waitaof=False)
+        if not verdict.ok:
+            failing += 1
+            first = first or verdict.reason
+    if failing:
+        raise _Refused(
+            f"{failing} of {len(nodes)} Redis Cluster nodes fail the durability rule ({first}); "
+            "fix every node, then restart"
+        )
+    assert isinstance(client, RedisCluster)
+    replicas = len(client.nodes_manager.slots_cache[client.keyslot(keys.meta)]) - 1
+    wanted = max(opts.wait_replicas, opts.waitaof_replicas)
+    if replicas and not wanted:
+        raise _Refused(
+            f"the ledger's cluster shard has {replicas} replica(s) that a failover may promote: "
+            "set SEND_LEDGER_WAIT_REPLICAS to at least 1"
+        )
+    if wanted > replicas:
+        raise _Refused(
+            f"SEND_LEDGER_WAIT_REPLICAS asks {wanted} replica(s); the ledger's cluster shard "
+            f"has {replicas}"
+        )
 
 
 def _version(facts: StoreFacts) -> str:
@@ -141,11 +177,11 @@ def _version(facts: StoreFacts) -> str:
 
 
 async def _durability(
-    client: aioredis.Redis, facts: StoreFacts, opts: SelfCheckOptions
+    client: StoreClient, keys: LedgerKeys, facts: StoreFacts, opts: SelfCheckOptions
 ) -> tuple[Any, bool]:
     # WAITAOF is probed only where the rule would consult it (AOF on, its fsync policy known).
     probe = not opts.provider_managed and facts.aof_enabled and facts.appendfsync is not None
-    waitaof = probe and await _waitaof(client, opts)
+    waitaof = probe and await _waitaof(client, keys, opts)
     if opts.waitaof_replicas > 0 and probe and not waitaof:
         raise _Refused("SEND_LEDGER_WAITAOF_REPLICAS needs WAITAOF (Redis 7.2 or newer)")
     verdict = durability(facts, opts.durability, waitaof=waitaof)
@@ -154,29 +190,32 @@ async def _durability(
     return verdict.mode, waitaof
 
 
-async def _waitaof(client: aioredis.Redis, opts: SelfCheckOptions) -> bool:
-    """Probe WAITAOF; False when the server lacks it, _Refused when it cannot confirm."""
-    try:
-        reply = await client.execute_command(  # type: ignore[no-untyped-call]
-            "WAITAOF", 1, opts.waitaof_replicas, opts.fsync_timeout_ms
+async def _waitaof(client: StoreClient, keys: LedgerKeys, opts: SelfCheckOptions) -> bool:
+    """Probe WAITAOF on the ledger's node; False when the server lacks it, _Refused when it
+    cannot confirm."""
+    async with borrowed(client, keys.meta) as connection:
+        (reply,) = await exchange(
+            connection, [("WAITAOF", 1, opts.waitaof_replicas, opts.fsync_timeout_ms)]
         )
-    except rex.ResponseError as exc:
-        if "unknown command" in str(exc).lower():
+    if isinstance(reply, rex.ResponseError):
+        if "unknown command" in str(reply).lower():
             return False
-        raise _Refused("WAITAOF is present but refused the durability probe") from None
+        raise _Refused("WAITAOF is present but refused the durability probe")
     local, replicas = int(reply[0]), int(reply[1])
     if local < 1 or replicas < opts.waitaof_replicas:
         raise _Refused("WAITAOF did not confirm the fsync of the durability probe in time")
     return True
 
 
-async def _scripts(client: aioredis.Redis) -> None:
+async def _scripts(client: StoreClient) -> None:
+    """Load every script (on a cluster, redis-py sends SCRIPT LOAD to every primary)."""
     for name in SCRIPTS.names:
         try:
             sha = await client.script_load(SCRIPTS.source(name))
         except rex.ResponseError:
             raise _Refused("the ledger scripts could not be loaded") from None
-        if _text(sha) != SCRIPTS.sha(name):
+        shas = list(sha.values()) if isinstance(sha, dict) else [sha]
+        if any(_text(each) != SCRIPTS.sha(name) for each in shas):
             raise _Refused("the ledger store answered a wrong script digest")
 
 

@@ -127,10 +127,20 @@ LEDGER_VARIABLES: Final = (
         also="; above 0 needs `WAITAOF` (Redis 7.2+)",
     ),
     Variable(
+        "SEND_LEDGER_WAIT_REPLICAS",
+        "store",
+        Int(0, 16),
+        "replicas that must hold each ledger write (`WAIT` on the writing connection) before "
+        "a claim or a commit point is acted on; otherwise the send stops before its attempt "
+        "marker",
+        unset=0,
+        also="; a Redis Cluster whose ledger shard has replicas needs at least 1",
+    ),
+    Variable(
         "SEND_LEDGER_FSYNC_TIMEOUT_MS",
         "store",
         Int(100, 10_000),
-        "how long one `WAITAOF` may wait",
+        "how long one `WAIT` or `WAITAOF` may wait",
         unset=2_000,
     ),
     Variable(

@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
 import msgspec
-import redis.asyncio as aioredis
 import redis.exceptions as rex
 
+from ledger.store.connection import StoreClient
 from ledger.store.lua_scripts import Arg, LuaScripts
 from schemas.secret import Secret
 from service.wire.b64url import encodes_bytes
@@ -85,7 +85,7 @@ class StoreCore:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: StoreClient,
         owner_subject: str,
         resource: str,
         *,

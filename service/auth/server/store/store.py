@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import redis.asyncio as aioredis
+from ledger.store.connection import StoreClient
 
 from ._core import StoreCore, StoreLimits
 from .budgets import BudgetStore
@@ -29,7 +29,7 @@ class OAuthStore:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: StoreClient,
         owner_subject: str,
         resource: str,
         *,
