@@ -67,7 +67,9 @@ def backend_fixture(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(name="client")
-async def client_fixture(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[StoreClient]:
+async def client_fixture(
+    backend: str, request: pytest.FixtureRequest
+) -> AsyncIterator[StoreClient]:
     if backend in ("redis", "cluster"):
         services: Services = request.getfixturevalue("services")
         redis_client = connect(services.cluster_url if backend == "cluster" else services.redis_url)
