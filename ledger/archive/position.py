@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-import redis.exceptions as rex
-
 from ledger.ids import new_id
 from ledger.store.answers import text
 from ledger.store.bulk import BulkReader, IndexEntry, index_entry_from, pages, stored_entry
-from ledger.store.connection import StoreClient
+from ledger.store.connection import UNREACHABLE, StoreClient
 from ledger.store.keys import LedgerKeys
 from ledger.store.lua_scripts import LuaScripts
 from schemas.ledger import LedgerEntry, LedgerUnavailable, pid_fits
@@ -57,7 +55,7 @@ class ArchivePosition:
         keys = [self.keys.meta, self.keys.archive_lease, *streams]
         try:
             reply = await self._script(keys=keys, args=[op, self.token, *args])
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             raise LedgerUnavailable(maybe_applied=True) from None
         return [text(item) if isinstance(item, bytes) else item for item in reply]
 
@@ -134,7 +132,7 @@ class ArchivePosition:
                         ident = f"0-{item.seq}"
                         pipe.xrange(self.keys.stream(item.pid), ident, ident)
                 found = iter(await pipe.execute())
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             raise LedgerUnavailable(maybe_applied=False) from None
         fetched = []
         for item in index:
@@ -147,7 +145,7 @@ class ArchivePosition:
         """The index entry IDs in (after, upto], to tell a crash from a store gone back."""
         try:
             rows = await self.client.xrange(self.keys.index, "(" + after, upto)
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             raise LedgerUnavailable(maybe_applied=False) from None
         return [text(item[0]) for item in rows or ()]
 
@@ -155,7 +153,7 @@ class ArchivePosition:
         """How many index entries wait after `after` (at most `cap`) and the oldest one's ms."""
         try:
             rows = await self.client.xrange(self.keys.index, "(" + after, "+", count=cap)
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             raise LedgerUnavailable(maybe_applied=False) from None
         rows = list(rows or ())
         oldest = index_entry_from(rows[0]).ms if rows else 0
@@ -174,7 +172,7 @@ class ArchivePosition:
                         else:
                             pipe.pexpire(self.keys.stream(pid), retention_ms)
                     changed += sum(bool(done) for done in await pipe.execute())
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             raise LedgerUnavailable(maybe_applied=True) from None
         return changed
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple, TypeVar, cast
 
-import redis.exceptions as rex
 from msgspec import Struct
 
 from ledger.store.answers import OpenMember, text, time_ms
-from ledger.store.connection import StoreClient
+from ledger.store.connection import UNREACHABLE, StoreClient
 from ledger.store.keys import LedgerKeys
 from schemas.ledger import LedgerCorrupt, LedgerEntry, LedgerUnavailable
 from schemas.ledger_events import MAX_ENTRIES
@@ -123,7 +122,7 @@ class BulkReader:
                 for pid in pids:
                     pipe.xrange(self.keys.stream(pid), count=MAX_ENTRIES + 1)
                 now, *groups = await pipe.execute()
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             raise LedgerUnavailable(maybe_applied=False) from None
         return time_ms(now), [
             [stored_entry(pid, item) for item in items]
@@ -143,7 +142,7 @@ class BulkReader:
         while True:
             try:
                 rows = await self.client.xrange(self.keys.index, start, end, count=INDEX_PAGE)
-            except (rex.ConnectionError, rex.TimeoutError, OSError):
+            except UNREACHABLE:
                 raise LedgerUnavailable(maybe_applied=False) from None
             page = list(rows or ())
             found += [index_entry_from(item) for item in page]
@@ -177,7 +176,7 @@ class BulkReader:
                 for dispatcher_id in dispatcher_ids:
                     pipe.exists(self.keys.lease(dispatcher_id))
                 found = await pipe.execute()
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             raise LedgerUnavailable(maybe_applied=False) from None
         return [bool(n) for n in found]
 
@@ -196,7 +195,7 @@ class BulkReader:
                 rows += [(text(member), int(score)) for member, score in page]
                 if len(page) < SET_PAGE:
                     return rows
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             raise LedgerUnavailable(maybe_applied=False) from None
 
     async def stream_pids(self) -> list[str]:
@@ -206,7 +205,7 @@ class BulkReader:
         try:
             async for key in self.client.scan_iter(match=_glob(prefix) + "*", count=2000):
                 pids.append(text(key)[len(prefix) :])
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             raise LedgerUnavailable(maybe_applied=False) from None
         return pids
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeAlias
 
 import redis.asyncio as aioredis
+import redis.exceptions
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
@@ -30,6 +31,13 @@ CLUSTER_CONNECTIONS: Final = 1000  # per node: a cluster node's pool fails, it d
 CLUSTER_SUFFIX: Final = "+cluster"  # redis+cluster:// and rediss+cluster:// name a cluster
 OnConnect = Callable[[AbstractConnection], Awaitable[None]]
 StoreClient: TypeAlias = aioredis.Redis | RedisCluster
+# What a store that cannot be reached raises (a cluster whose seed nodes are all gone too).
+UNREACHABLE: Final = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.RedisClusterException,
+    OSError,
+)
 
 
 def is_cluster_url(url: str) -> bool:

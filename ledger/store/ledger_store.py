@@ -38,7 +38,7 @@ from ledger.store.answers import (
 )
 from ledger.store.batch import Replied, ScriptRunner
 from ledger.store.bulk import entry_from
-from ledger.store.connection import StoreClient, drop_idle
+from ledger.store.connection import UNREACHABLE, StoreClient, drop_idle
 from ledger.store.durability.acks import Acknowledgment
 from ledger.store.durability.witness import Witness
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
@@ -396,7 +396,7 @@ class LedgerStore:
         """Run a read; after a lost connection, once more on a fresh one (reads change nothing)."""
         try:
             return await once()
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             await drop_idle(self.client)
         return cast(T, await self._call(once(), maybe_applied=False))
 
@@ -426,7 +426,7 @@ class LedgerStore:
         """Await one redis-py call (its async typing is loose), mapping failures to our errors."""
         try:
             return await awaitable
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             await drop_idle(self.client)  # the others may be as stale as the one that failed
             raise LedgerUnavailable(maybe_applied=maybe_applied) from None
         except rex.ResponseError:

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import redis.exceptions as rex
 
-from ledger.store.connection import StoreClient
+from ledger.store.connection import UNREACHABLE, StoreClient
 from ledger.store.lua_scripts import LuaScripts
 from providers.oauth2.rotation import StoredToken
 from schemas.errors import ServiceUnavailable
@@ -111,7 +111,7 @@ class RedisRefreshTokenStore:
                 reply = await self._scripts[name](self._keys, args)
         except TimeoutError:
             failure = "did not answer in time"
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             failure = "did not answer"
         except rex.RedisError:
             failure = "refused a command"

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
-import redis.exceptions as rex
 
 from ledger.archive.proofs import SendInclusion, render_inclusion, send_inclusion
 from ledger.archive.segments import ArchiveDamaged
@@ -21,6 +20,7 @@ from ledger.audit.show import lifecycle_of, render, timeline
 from ledger.audit.ticket import ticket
 from ledger.audit.verify import audit_pids, items_are_pid
 from ledger.store.bulk import BulkReader
+from ledger.store.connection import UNREACHABLE
 from ledger.store.ledger_store import LedgerStore
 from schemas.ledger import LedgerEntry, LedgerUnavailable
 from service.ledger_cli.common import (
@@ -104,7 +104,7 @@ async def lease_check(
         return None
     try:
         left = int(await store.client.pttl(store.keys.lease(holder)))
-    except (rex.ConnectionError, rex.TimeoutError, OSError):
+    except UNREACHABLE:
         raise LedgerUnavailable(maybe_applied=False) from None
     # PTTL: -2 when the key is gone, -1 when it has no expiry, else the milliseconds left.
     return LeaseCheck(

@@ -10,7 +10,7 @@ from typing import Any, Final, TypeVar
 import msgspec
 import redis.exceptions as rex
 
-from ledger.store.connection import StoreClient
+from ledger.store.connection import UNREACHABLE, StoreClient
 from ledger.store.lua_scripts import Arg, LuaScripts
 from schemas.secret import Secret
 from service.wire.b64url import encodes_bytes
@@ -110,7 +110,7 @@ class StoreCore:
         """Await one redis-py call, mapping its failures to StoreUnavailable."""
         try:
             return await awaitable
-        except (rex.ConnectionError, rex.TimeoutError, OSError):
+        except UNREACHABLE:
             raise StoreUnavailable("the OAuth store did not answer") from None
         except rex.RedisError:
             raise StoreUnavailable("the OAuth store refused a command") from None
