@@ -261,6 +261,8 @@ class Rig:
     def stored_count(self) -> int:
         """How many messages of this run the sink stored (a cheap scan of its log)."""
         log = Path(self.services.smtp_spool) / "transactions.jsonl"
+        if not log.exists():  # the sink writes it with its first transaction
+            return 0
         marker, stored = f"-{self.tag}.example.test".encode(), b'"stored": true'
         return sum(1 for line in log.read_bytes().splitlines() if marker in line and stored in line)
 
@@ -395,9 +397,10 @@ async def with_fault(
     hold_s: float,
     *,
     after_stored: int = 4,
+    sends: int = SENDS,
 ) -> None:
     """Storm all sends, inject the fault mid-storm, hold it, restore it, and judge the run."""
-    await rig.prepare_all()
+    await rig.prepare_all(sends)
     poller = StatusPoller(rig, rig.sends[0].pid)
     polling = asyncio.ensure_future(poller.run())
     storm = asyncio.ensure_future(rig.storm(rig.sends))

@@ -135,6 +135,10 @@ class ControlledCluster:
                 stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=True,
             )  # fmt: skip
         self.down.clear()
+        self.await_replicas(within_s)
+
+    def await_replicas(self, within_s: float = 60) -> None:
+        """Wait until the slot's primary has all its replicas connected again."""
         deadline = time.monotonic() + within_s
         while time.monotonic() < deadline:
             try:
@@ -143,7 +147,7 @@ class ControlledCluster:
             except (RuntimeError, redis.RedisError):
                 pass
             time.sleep(0.1)
-        raise RuntimeError("the restarted node did not rejoin as a replica in time")
+        raise RuntimeError("the slot's primary did not get its replicas back in time")
 
     def _signal(self, node: str, sig: signal.Signals) -> None:
         assert self.dir is not None

@@ -16,7 +16,6 @@ from typing import Any, Final
 
 import redis.exceptions as rex
 from msgspec import Struct
-from redis.asyncio.cluster import RedisCluster
 
 from ledger.store.connection import StoreClient
 from ledger.store.durability.facts import DurabilityOptions, StoreFacts, durability, read_facts
@@ -150,8 +149,10 @@ async def _cluster(client: StoreClient, keys: LedgerKeys, opts: SelfCheckOptions
             f"{failing} of {len(nodes)} Redis Cluster nodes fail the durability rule ({first}); "
             "fix every node, then restart"
         )
-    assert isinstance(client, RedisCluster)
-    replicas = len(client.nodes_manager.slots_cache[client.keyslot(keys.meta)]) - 1
+    # The replicas WAIT can count are those connected to the ledger's primary right now.
+    async with borrowed(client, keys.meta) as connection:
+        (reply,) = await exchange(connection, [("INFO", "replication")])
+    replicas = int(_info_field(reply, "connected_slaves") or 0)
     wanted = max(opts.wait_replicas, opts.waitaof_replicas)
     if replicas and not wanted:
         raise _Refused(
@@ -221,3 +222,11 @@ async def _scripts(client: StoreClient) -> None:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _info_field(reply: Any, name: str) -> str:
+    for line in _text(reply).splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key == name:
+            return value.strip()
+    return ""
