@@ -291,7 +291,10 @@ class RedisUrl(Rule, frozen=True):
 
     @property
     def text(self) -> str:
-        return "`redis://` on loopback, `rediss://` elsewhere, no query; or `off`"
+        return (
+            "`redis://` on loopback, `rediss://` elsewhere, no query; `redis+cluster://` or "
+            "`rediss+cluster://` for a Redis Cluster seed; or `off`"
+        )
 
     def parse(self, raw: str, test_mode: bool = False) -> tuple[Any, str | None]:
         if raw == "off":
