@@ -20,7 +20,7 @@ from ledger.dispatch.pipeline import Dispatcher
 from ledger.dispatch.submitter import Submitter, Validator
 from ledger.dispatch.writes import DispatchSettings
 from ledger.ids import new_id
-from ledger.store.connection import StoreClient, connect
+from ledger.store.connection import StoreClient, connect, ready
 from ledger.store.durability.acks import Acknowledgment
 from ledger.store.durability.monitor import StoreMonitor
 from ledger.store.durability.selfcheck import SelfCheckOptions, self_check
@@ -222,6 +222,7 @@ async def open_store(
         # A reply may take as long as WAITAOF's own timeout, where the server has it.
         extra = store.fsync_timeout_ms / 1000
         client = connect(store.url.reveal(), on_connect=hook, extra_timeout_s=extra)
+        await ready(client)
     return LedgerStore(client, ledger_settings(store)), embedded
 
 

@@ -117,6 +117,16 @@ def connect_unix(path: str, *, on_connect: OnConnect | None = None) -> aioredis.
     return aioredis.Redis.from_pool(pool)
 
 
+async def ready(client: StoreClient) -> None:
+    """Read a cluster's topology once, before the client is shared by concurrent callers
+    (measured: 20 concurrent first commands on a fresh RedisCluster lost 13 connections with
+    "Connection closed by server"); nothing for one server. An unreachable cluster is left
+    for the self-check to report."""
+    if isinstance(client, RedisCluster):
+        with contextlib.suppress(*UNREACHABLE):
+            await client.initialize()
+
+
 async def drop_idle(client: StoreClient) -> None:
     """Close every idle pooled connection (after a failure, they may all be stale)."""
     with contextlib.suppress(Exception):  # closing what is already broken may fail: no matter

@@ -21,7 +21,7 @@ from ledger.ids import new_id
 from ledger.lifecycle import advance as advance_state
 from ledger.lifecycle import fold
 from ledger.store.answers import Head
-from ledger.store.connection import StoreClient, connect
+from ledger.store.connection import StoreClient, connect, ready
 from ledger.store.embedded import EmbeddedRedis, start_embedded
 from ledger.store.ledger_store import LedgerSettings, LedgerStore
 from schemas.ledger import InvalidTransition, LedgerEntry
@@ -73,6 +73,7 @@ async def client_fixture(
     if backend in ("redis", "cluster"):
         services: Services = request.getfixturevalue("services")
         redis_client = connect(services.cluster_url if backend == "cluster" else services.redis_url)
+        await ready(redis_client)  # as service/sending.py does before sharing it
     else:
         socket_path = request.getfixturevalue("embedded_socket")
         redis_client = aioredis.Redis(unix_socket_path=socket_path)
