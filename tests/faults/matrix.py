@@ -245,7 +245,7 @@ async def fleet(
     ]
     servers = await asyncio.to_thread(start_servers, [*envs, env_p], logs)
     *faulty, survivor_p = servers
-    client = connect(services.redis_url)
+    client = connect(env_k.get("ANGELOS_REDIS_URL", services.redis_url))
     stores = {
         "exit": LedgerStore(client, LedgerSettings(namespace=env_k["SEND_LEDGER_NAMESPACE"])),
         "stop": LedgerStore(client, LedgerSettings(namespace=env_p["SEND_LEDGER_NAMESPACE"])),

@@ -60,11 +60,11 @@ QUEUED = [r for r in ROWS if r.queued]
 Run = Matrix[list[Transaction]]  # a run of this matrix: a row's `seen` is its sink transactions
 
 
-async def _run(services: Services, logs: Path) -> Run:
+async def _run(services: Services, logs: Path, url: str) -> Run:
     started = time.monotonic()
     tag = uuid.uuid4().hex[:8]
-    env_k = server_env(services, f"fk-{tag}")
-    env_p = server_env(services, f"fp-{tag}")
+    env_k = server_env(services, f"fk-{tag}", ANGELOS_REDIS_URL=url)
+    env_p = server_env(services, f"fp-{tag}", ANGELOS_REDIS_URL=url)
     async with fleet(services, ROWS, env_k, env_p, logs, _one_connection) as run:
         rcpts = [f"fm{n}-{tag}@example.test" for n in range(len(ROWS))]
         previews = await run.prepare(rcpts)
@@ -114,11 +114,16 @@ async def _hold_the_connection(
     raise AssertionError("the holding send never started its attempt")
 
 
-@pytest.fixture(scope="module")
-def matrix(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    logs = tmp_path_factory.mktemp("fault-matrix")
+@pytest.fixture(scope="module", params=["redis", "cluster"])
+def matrix(
+    services: Services, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Run]:
+    """The matrix on one Redis, then on the shared 3-primary Redis Cluster."""
+    logs = tmp_path_factory.mktemp(f"fault-matrix-{request.param}")
+    url = services.cluster_url if request.param == "cluster" else services.redis_url
     column = "SMTP DATA transactions (stored)"
-    yield run_apart(_run(services, logs), "fault matrix", column, _data_and_stored)
+    title = f"fault matrix ({request.param})"
+    yield run_apart(_run(services, logs, url), title, column, _data_and_stored)
 
 
 def _data_and_stored(seen: list[Transaction]) -> str:
