@@ -163,15 +163,20 @@ async def run_all(services: Services, tmp: Path) -> dict[str, Outcome]:
         directory = tmp / f"fault-{n}"
         directory.mkdir()
         rigs[name] = Rig(services, directory, name, proxied=proxied)
-    results = await asyncio.gather(
-        *(scenario(rigs[name]) for name, (_, scenario) in SCENARIOS.items()),
-        return_exceptions=True,
-    )
+    runs = {name: scenario(rigs[name]) for name, (_, scenario) in SCENARIOS.items()}
+    return await gathered(rigs, runs, "store fault table")
+
+
+async def gathered(
+    rigs: dict[str, Rig], runs: dict[str, Awaitable[None]], title: str
+) -> dict[str, Outcome]:
+    """Run every scenario at once; print the table; each one's outcome, by name."""
+    results = await asyncio.gather(*runs.values(), return_exceptions=True)
     outcomes = {
         name: Outcome(rigs[name].row, None if result is None else result)
-        for name, result in zip(SCENARIOS, results, strict=True)
+        for name, result in zip(runs, results, strict=True)
     }
-    print("store fault table:")
+    print(f"{title}:")
     for outcome in outcomes.values():
         print(json.dumps(row_dict(outcome.row)))
     return outcomes

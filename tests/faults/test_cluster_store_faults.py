@@ -8,14 +8,12 @@ Every scenario runs at once (each on its own cluster), then each test reports on
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from faults.store_faults import Outcome
-from faults.store_rig import Rig, row_dict, with_fault
+from faults.store_faults import Outcome, gathered
+from faults.store_rig import Rig, with_fault
 
 from ledger.store.keys import LedgerKeys
 from support.ledger_redis import run_aside
@@ -89,17 +87,8 @@ async def run_all(services: Services, tmp: Path) -> dict[str, Outcome]:
         directory = tmp / f"cluster-fault-{n}"
         directory.mkdir()
         rigs[name] = Rig(services, directory, name, proxied=False)
-    results = await asyncio.gather(
-        *(run_one(rigs[name], *SCENARIOS[name]) for name in SCENARIOS), return_exceptions=True
-    )
-    outcomes = {
-        name: Outcome(rigs[name].row, None if result is None else result)
-        for name, result in zip(SCENARIOS, results, strict=True)
-    }
-    print("cluster store fault table:")
-    for outcome in outcomes.values():
-        print(json.dumps(row_dict(outcome.row)))
-    return outcomes
+    runs = {name: run_one(rigs[name], *SCENARIOS[name]) for name in SCENARIOS}
+    return await gathered(rigs, runs, "cluster store fault table")
 
 
 @pytest.fixture(scope="module")

@@ -11,18 +11,9 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from support.angelos_process import ROOT
+from support.redis_cluster import SCRIPT, exported
 
-SCRIPT = ROOT / "scripts" / "test-redis-cluster"
 ONE_SLOT = "return redis.call('SET', KEYS[1], ARGV[1]) and redis.call('INCR', KEYS[2])"
-
-
-def exported(text: str) -> dict[str, str]:
-    values = {}
-    for line in text.splitlines():
-        name, _, value = line.removeprefix("export ").partition("=")
-        values[name] = value.strip('"')
-    return values
 
 
 @pytest.fixture(scope="module")
