@@ -17,6 +17,7 @@ from ledger.ids import new_id
 from ledger.store.connection import connect
 from ledger.store.durability.selfcheck import SelfCheckOptions, self_check
 from ledger.store.keys import LedgerKeys
+from ledger.store.scripts import SCRIPTS
 from schemas.ledger import SelfCheckReport
 from support.ledger_redis import make_store
 from support.redis_cluster import ControlledCluster
@@ -98,6 +99,12 @@ class TestEveryNode:
         )
         assert report.durability_only is False
         assert report.version.startswith(("6.", "7.", "8."))
+        # Every primary holds every ledger script: a promoted replica would too (it replicates
+        # the SCRIPT LOAD), and a slot moved to any primary runs at once.
+        for node in cluster.nodes:
+            host, port = node.rsplit(":", 1)
+            with redis.Redis(host=host, port=int(port), socket_timeout=5) as direct:
+                assert all(direct.script_exists(*(SCRIPTS.sha(n) for n in SCRIPTS.names)))
         assert len(report.store_id) == 32
 
     async def test_one_node_with_appendfsync_everysec_makes_it_unusable(
