@@ -1,5 +1,6 @@
-"""Redis clients for the ledger: a blocking pool, explicit timeouts, health checks, and no
-automatic command retries.
+"""Redis clients for the ledger: one server (a blocking pool) or a Redis Cluster (redis-py's
+RedisCluster, for a `+cluster` URL), explicit timeouts, health checks, and no automatic
+command retries.
 
 Retries are the ledger's own decision (ledger/store/retry.py), made per operation: only writes
 that carry an event id may be repeated, because the scripts recognise a repeat by it; a read is
