@@ -43,7 +43,9 @@ from ledger.store.durability.acks import Acknowledgment
 from ledger.store.durability.witness import Witness
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.store.lua_scripts import Arg
+from ledger.store.nodes import borrowed
 from ledger.store.retry import RetryPolicy
+from ledger.store.wire import exchange
 from schemas.ledger import (
     Event,
     EventRejected,
@@ -131,18 +133,23 @@ class LedgerStore:
     # ----------------------------------------------------------------------------- reads
 
     async def read(self, pid: str) -> tuple[int, list[LedgerEntry]]:
-        """Return (server time ms, entries) from ONE round trip: pipelined TIME + XRANGE."""
+        """Return (server time ms, entries) from ONE round trip: TIME + XRANGE on the node that
+        holds the stream (on a cluster, its clock is the one the scripts compare with)."""
         stream = self.keys.stream(pid)
 
         async def once() -> tuple[Any, Any]:
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.execute_command("TIME")  # pipe.time() is refused by a cluster pipeline
-                pipe.xrange(stream, count=MAX_ENTRIES + 1)
-                now, raw = await pipe.execute()
+            async with borrowed(self.client, stream) as connection:
+                now, raw = await exchange(
+                    connection, [("TIME",), ("XRANGE", stream, "-", "+", "COUNT", MAX_ENTRIES + 1)]
+                )
+                for reply in (now, raw):
+                    if isinstance(reply, Exception):
+                        raise reply  # a refusal, or a moved slot: the connection stays usable
             return now, raw
 
         now, raw = await self._read(once)
-        return time_ms(now), [entry_from(pid, item) for item in raw]
+        items = [(entry_id, dict(zip(f[::2], f[1::2], strict=True))) for entry_id, f in raw]
+        return time_ms(now), [entry_from(pid, item) for item in items]
 
     async def payload(self, pid: str) -> bytes | None:
         """Read an unclaimed preparation's private payload without consuming it (None: gone)."""
