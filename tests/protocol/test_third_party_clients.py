@@ -42,6 +42,7 @@ from support.third_party import (
     fastmcp_command,
     inspector_steps,
     missing_installs,
+    on_a_free_port,
     run_json_steps,
     ts_client_command,
 )
@@ -169,15 +170,17 @@ async def served(remote: Remote) -> AsyncIterator[None]:
 
 
 async def test_ts_sdk_client_external_issuer(external: Remote, tmp_path: Path) -> None:
-    callback = f"http://127.0.0.1:{free_port()}/callback"
     seen: list[str] = []
     redirects: list[str] = []
     async with served(external):
-        steps, code, stderr = await run_json_steps(
-            ts_client_command(external.url, callback),
-            client_env(external.ca_file, tmp_path),
-            external_consent(seen, redirects),
+        port, (steps, code, stderr) = await on_a_free_port(
+            lambda port: run_json_steps(
+                ts_client_command(external.url, f"http://127.0.0.1:{port}/callback"),
+                client_env(external.ca_file, tmp_path),
+                external_consent(seen, redirects),
+            )
         )
+    callback = f"http://127.0.0.1:{port}/callback"
     assert_every_step(steps, code, stderr, redirects, registered=True, callback_reported=True)
     peer = peer_from_env()
     assert by_step(steps)["discover"]["authorization_server"].rstrip("/") == peer.issuer
@@ -196,14 +199,17 @@ TOOL_ARGS = '{"action":"capabilities"}'
 
 
 async def test_inspector_cli_external_issuer(external: Remote, tmp_path: Path) -> None:
-    callback = f"http://127.0.0.1:{free_port()}/oauth/callback"
     seen: list[str] = []
     redirects: list[str] = []
     env = client_env(external.ca_file, tmp_path, INSPECTOR_ENV)
     async with served(external):
-        steps, stderr = await inspector_steps(
-            external.url, callback, env, external_consent(seen, redirects), TOOL_ARGS
-        )
+        port, (steps, stderr) = await on_a_free_port(
+            lambda port: inspector_steps(
+                external.url, f"http://127.0.0.1:{port}/oauth/callback", env,
+                external_consent(seen, redirects), TOOL_ARGS,
+            )
+        )  # fmt: skip
+    callback = f"http://127.0.0.1:{port}/oauth/callback"
     assert_every_step(steps, 0, stderr, redirects, registered=True)
     assert 0 == by_step(steps)["tools/call"]["sign_ins"]
     [url] = seen
@@ -342,12 +348,15 @@ def assert_first_party_authorization(owner: PasskeyOwner, deployment: FirstParty
 
 
 async def test_ts_sdk_client_first_party_native(first_party: FirstParty, tmp_path: Path) -> None:
-    callback = f"http://127.0.0.1:{free_port()}/callback"
     async with owner_in_chromium(first_party) as owner:
-        steps, code, stderr = await run_json_steps(
-            ts_client_command(first_party.url, callback, client_id=NATIVE_ID),
-            client_env(first_party.ca_file, tmp_path),
-            owner.consent,
+        _, (steps, code, stderr) = await on_a_free_port(
+            lambda port: run_json_steps(
+                ts_client_command(
+                    first_party.url, f"http://127.0.0.1:{port}/callback", client_id=NATIVE_ID
+                ),
+                client_env(first_party.ca_file, tmp_path),
+                owner.consent,
+            )
         )
     assert_every_step(
         steps, code, stderr, owner.redirects, registered=False, callback_reported=True
@@ -357,18 +366,14 @@ async def test_ts_sdk_client_first_party_native(first_party: FirstParty, tmp_pat
 
 
 async def test_inspector_cli_first_party_native(first_party: FirstParty, tmp_path: Path) -> None:
-    callback = f"http://127.0.0.1:{free_port()}/oauth/callback"
     env = client_env(first_party.ca_file, tmp_path, INSPECTOR_ENV)
     async with owner_in_chromium(first_party) as owner:
-        steps, stderr = await inspector_steps(
-            first_party.url,
-            callback,
-            env,
-            owner.consent,
-            TOOL_ARGS,
-            "--client-id",
-            NATIVE_ID,
-        )
+        _, (steps, stderr) = await on_a_free_port(
+            lambda port: inspector_steps(
+                first_party.url, f"http://127.0.0.1:{port}/oauth/callback", env,
+                owner.consent, TOOL_ARGS, "--client-id", NATIVE_ID,
+            )
+        )  # fmt: skip
     assert_every_step(steps, 0, stderr, owner.redirects, registered=False)
     assert_first_party_authorization(owner, first_party)
 
@@ -396,20 +401,27 @@ async def test_registering_clients_first_party(
         pytest.skip("the first-party AS metadata advertises no registration_endpoint")
     async with owner_in_chromium(first_party) as owner:
         if client == "inspector":
-            callback = f"http://127.0.0.1:{free_port()}/oauth/callback"
             env = client_env(first_party.ca_file, tmp_path, INSPECTOR_ENV)
-            steps, stderr = await inspector_steps(
-                first_party.url, callback, env, owner.consent, TOOL_ARGS
-            )
+            _, (steps, stderr) = await on_a_free_port(
+                lambda port: inspector_steps(
+                    first_party.url, f"http://127.0.0.1:{port}/oauth/callback", env,
+                    owner.consent, TOOL_ARGS,
+                )
+            )  # fmt: skip
             code = 0
-        else:
-            command = (
-                ts_client_command(first_party.url, f"http://127.0.0.1:{free_port()}/callback")
-                if client == "ts-sdk"
-                else fastmcp_command(first_party.url)
+        elif client == "ts-sdk":
+            _, (steps, code, stderr) = await on_a_free_port(
+                lambda port: run_json_steps(
+                    ts_client_command(first_party.url, f"http://127.0.0.1:{port}/callback"),
+                    client_env(first_party.ca_file, tmp_path),
+                    owner.consent,
+                )
             )
+        else:
             steps, code, stderr = await run_json_steps(
-                command, client_env(first_party.ca_file, tmp_path), owner.consent
+                fastmcp_command(first_party.url),
+                client_env(first_party.ca_file, tmp_path),
+                owner.consent,
             )
     assert_every_step(
         steps, code, stderr, owner.redirects, registered=True, callback_reported=client == "ts-sdk"

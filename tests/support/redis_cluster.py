@@ -45,14 +45,18 @@ class ControlledCluster:
         alive = [n for n in self.nodes if n not in self.down]
         return f"redis+cluster://{alive[0]}/0"
 
-    def start(self) -> None:
-        """Form the cluster (raises RuntimeError when it does not form)."""
-        started = subprocess.run(
-            [str(SCRIPT), "start", "--replicas", str(self.replicas),
-             "--node-timeout", str(self.node_timeout_ms)],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        if started.returncode != 0:
+    def start(self, tries: int = 3) -> None:
+        """Form the cluster; a port another process took between the script's pick and a
+        node's bind fails that try, and the next picks again (RuntimeError after `tries`)."""
+        for _ in range(tries):
+            started = subprocess.run(
+                [str(SCRIPT), "start", "--replicas", str(self.replicas),
+                 "--node-timeout", str(self.node_timeout_ms)],
+                capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+            if started.returncode == 0:
+                break
+        else:
             raise RuntimeError(f"the Redis Cluster did not form: {started.stderr[-400:]}")
         values = exported(started.stdout)
         self.dir = Path(values["MAILTEST_CLUSTER_DIR"])

