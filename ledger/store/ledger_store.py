@@ -43,7 +43,7 @@ from ledger.store.durability.acks import Acknowledgment
 from ledger.store.durability.witness import Witness
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.store.lua_scripts import Arg
-from ledger.store.nodes import borrowed
+from ledger.store.nodes import NOT_RUN_HERE, borrowed
 from ledger.store.retry import RetryPolicy
 from ledger.store.wire import exchange
 from schemas.ledger import (
@@ -403,8 +403,12 @@ class LedgerStore:
         """Run a read; after a lost connection, once more on a fresh one (reads change nothing)."""
         try:
             return await once()
-        except UNREACHABLE:
+        except (*UNREACHABLE, *NOT_RUN_HERE):  # a lost connection, or a cluster's moved slot
             await drop_idle(self.client)
+        except rex.ResponseError:  # never a raw redis error out of the store
+            raise LedgerUnavailable(
+                "the send ledger store refused a command", maybe_applied=False
+            ) from None
         return cast(T, await self._call(once(), maybe_applied=False))
 
     def _seal(self, event: Event) -> tuple[bytes, str, str]:
