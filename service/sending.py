@@ -197,12 +197,10 @@ def durability_options(store: StoreConfig) -> SelfCheckOptions:
     )
 
 
-def acknowledgment(store: StoreConfig, report: SelfCheckReport) -> Acknowledgment:
+def acknowledgment(options: SelfCheckOptions, report: SelfCheckReport) -> Acknowledgment:
     """What every ledger write waits for: the configured replicas, and WAITAOF where it works."""
     return Acknowledgment(
-        replicas=max(store.wait_replicas, store.waitaof_replicas),
-        waitaof=report.waitaof,
-        timeout_ms=store.fsync_timeout_ms,
+        replicas=options.replicas, waitaof=report.waitaof, timeout_ms=options.fsync_timeout_ms
     )
 
 
@@ -260,7 +258,7 @@ async def start_sending(
     # Settings that do not hold yet (AOF off, say) keep sending off through the monitor, which
     # re-reads them on every refresh: fixing Redis is enough, no restart is needed.
     monitor.waitaof = report.waitaof
-    store.require(acknowledgment(store_config, report))
+    store.require(acknowledgment(options, report))
     try:
         attach_witness(store, store_config.data_dir, report.store_id)
     except WitnessError as exc:

@@ -83,7 +83,7 @@ def facts_from(replies: list[Any]) -> StoreFacts:
     for reply in (server, persistence, meta):
         if isinstance(reply, ResponseError):
             raise reply
-    info = _info(server) | _info(persistence)
+    info = info_fields(server) | info_fields(persistence)
     clock, halt, store_id = (_text(value) if value is not None else "" for value in meta)
     return StoreFacts(
         run_id=info.get("run_id", ""),
@@ -140,7 +140,8 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _info(reply: Any) -> dict[str, str]:
+def info_fields(reply: Any) -> dict[str, str]:
+    """The `name:value` lines of an INFO reply."""
     found: dict[str, str] = {}
     for line in _text(reply).splitlines():
         name, sep, value = line.partition(":")

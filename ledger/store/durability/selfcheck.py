@@ -18,7 +18,13 @@ import redis.exceptions as rex
 from msgspec import Struct
 
 from ledger.store.connection import StoreClient
-from ledger.store.durability.facts import DurabilityOptions, StoreFacts, durability, read_facts
+from ledger.store.durability.facts import (
+    DurabilityOptions,
+    StoreFacts,
+    durability,
+    info_fields,
+    read_facts,
+)
 from ledger.store.keys import SCHEMA_VERSION, LedgerKeys
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.nodes import borrowed, cluster_nodes, on_node
@@ -42,6 +48,11 @@ class SelfCheckOptions(Struct, frozen=True, kw_only=True):
     fsync_timeout_ms: int = 2000
     timeout_s: float = _DEFAULT_TIMEOUT_S  # for each attempt
     attempts: int = _DEFAULT_ATTEMPTS  # tries when the store does not answer in time
+
+    @property
+    def replicas(self) -> int:
+        """The replicas each ledger write must reach (either setting asks for them)."""
+        return max(self.wait_replicas, self.waitaof_replicas)
 
     @property
     def durability(self) -> DurabilityOptions:
@@ -152,8 +163,8 @@ async def _cluster(client: StoreClient, keys: LedgerKeys, opts: SelfCheckOptions
     # The replicas WAIT can count are those connected to the ledger's primary right now.
     async with borrowed(client, keys.meta) as connection:
         (reply,) = await exchange(connection, [("INFO", "replication")])
-    replicas = int(_info_field(reply, "connected_slaves") or 0)
-    wanted = max(opts.wait_replicas, opts.waitaof_replicas)
+    replicas = int(info_fields(reply).get("connected_slaves") or 0)
+    wanted = opts.replicas
     if replicas and not wanted:
         raise _Refused(
             f"the ledger's cluster shard has {replicas} replica(s) that a failover may promote: "
@@ -222,11 +233,3 @@ async def _scripts(client: StoreClient) -> None:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _info_field(reply: Any, name: str) -> str:
-    for line in _text(reply).splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key == name:
-            return value.strip()
-    return ""
