@@ -19,7 +19,7 @@ from aioimaplib import aioimaplib as _aio
 from providers.imap import codec, responses
 from providers.imap.codec import Arg
 from providers.imap.responses import ImapResponse, SelectResult, StatusResult
-from providers.imap.wire import WireProtocol
+from providers.imap.wire import FetchReply, WireProtocol
 from providers.oauth2.source import AccessToken, xoauth2_initial_response
 from schemas.errors import (
     InvalidArguments,
@@ -362,7 +362,7 @@ class ImapSession:
         # CR/LF, so hand it placeholders and restore the checked arguments afterwards.
         safe = ["L" if "\r\n" in a else a for a in args]
         if name == "FETCH":
-            command = _aio.FetchCommand(tag, *safe, prefix=prefix, loop=loop)
+            command = FetchReply(tag, *safe, prefix=prefix, loop=loop)
         else:
             command = _aio.Command(
                 name, tag, *safe, prefix=prefix, untagged_resp_name=untagged, loop=loop

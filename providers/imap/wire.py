@@ -16,6 +16,33 @@ _LINES_PER_FEED = 128  # keeps aioimaplib's one-frame-per-line recursion far fro
 CRLF = b"\r\n"
 
 
+class FetchReply(_aio.FetchCommand):  # type: ignore[misc]
+    """aioimaplib's FetchCommand whose "is this message's answer complete?" check is linear.
+
+    aioimaplib rescans every line received so far after each new line, which is quadratic in
+    the messages one FETCH answers (a 100-summary page cost ~3 ms a call that way). Here each
+    line is looked at once: the parenthesis depth since the last `n FETCH (` line is kept.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._scanned = 0
+        self._depth = 0
+
+    def wait_data(self) -> bool:
+        """Tell whether the current message's FETCH answer still has unclosed parentheses."""
+        lines = self._resp_lines
+        for index in range(self._scanned, len(lines)):
+            line = lines[index]
+            # Literal data arrives as a bytearray: its parentheses do not count (as upstream).
+            if isinstance(line, bytes):
+                if self.FETCH_MESSAGE_DATA_RE.match(line):
+                    self._depth = 0
+                self._depth += line.count(b"(") - line.count(b")")
+        self._scanned = len(lines)
+        return self._depth != 0
+
+
 class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
     """aioimaplib's protocol with a read budget, bounded recursion and exact untagged lines."""
 

@@ -11,7 +11,7 @@ from providers.imap.summaries import rfc3339
 from providers.mailbox import Mailbox, RawMessage, RawReader
 from providers.mime.read.attachments import extract_attachment
 from providers.mime.read.parse import parse_message
-from providers.off_loop import off_loop
+from providers.off_loop import cpu_bound, off_loop
 from schemas import errors
 from schemas.args.query import Attachment, Read, ReadMany
 from schemas.error_object import build_error
@@ -36,8 +36,8 @@ ADMITTED_LIMIT = 1_048_576
 
 
 async def parse(raw: RawMessage) -> ParsedMessage:
-    """Parse a fetched message off the event loop (a small one may hold 20,000 HTML tokens)."""
-    return await off_loop(parse_message, raw.raw, rfc822_size=raw.size_bytes)
+    """Parse a fetched message, off the event loop unless it is small (HTML is costly)."""
+    return await cpu_bound(len(raw.raw), parse_message, raw.raw, rfc822_size=raw.size_bytes)
 
 
 def full_message(raw: RawMessage, parsed: ParsedMessage) -> FullMessage:

@@ -19,7 +19,7 @@ from aioimaplib import aioimaplib
 
 from providers.imap.fetch import parse_fetch
 from providers.imap.responses import ImapResponse, tokenize
-from providers.imap.wire import WireProtocol
+from providers.imap.wire import FetchReply, WireProtocol
 from providers.mime.compose import compose_new, derive_plain_text
 from providers.mime.compose.addresses import parse_entry, parse_source_list
 from providers.mime.compose.attachments import caller_attachments, is_canonical_message
@@ -248,6 +248,27 @@ def feed_literal(size: int) -> Callable[[], object]:
     return run
 
 
+def feed_many_answers(size: int) -> Callable[[], object]:
+    """Feed WireProtocol one UID FETCH answered for `size // 64` messages, in 256 KiB reads."""
+    answer = b"* %d FETCH (UID %d FLAGS (\\Seen $Label) RFC822.SIZE 1234 MODSEQ (7))\r\n"
+    data = b"".join(answer % (n, n) for n in range(1, size // 64 + 1))
+    chunks = [data[i : i + 256 * KIB] for i in range(0, len(data), 256 * KIB)]
+
+    def run() -> object:
+        loop = asyncio.new_event_loop()
+        try:
+            wire = WireProtocol(loop)
+            command = FetchReply("A1", "1:*", "(UID FLAGS)", prefix="UID", loop=loop)
+            wire.pending_async_commands["FETCH"] = command
+            for chunk in chunks:
+                wire.data_received(chunk)
+            return command
+        finally:
+            loop.close()
+
+    return run
+
+
 class TestImapAndJson:
     @pytest.mark.parametrize("unit", [b"() ", b"a ", b'"a\\"" ', b'"' + b"a" * 100 + b'" '])
     def test_tokenizing_response_text_is_linear(self, unit: bytes) -> None:
@@ -266,6 +287,10 @@ class TestImapAndJson:
 
     def test_receiving_a_literal_of_short_lines_is_linear(self) -> None:
         assert_linear(lambda run: run(), feed_literal, MESSAGE_LIMIT)
+
+    def test_receiving_one_fetch_answered_for_many_messages_is_linear(self) -> None:
+        # aioimaplib's own FetchCommand rescans every earlier line per line: quadratic.
+        assert_linear(lambda run: run(), feed_many_answers, RESPONSE_TEXT)
 
     def test_decoding_the_largest_json_arguments_is_linear(self) -> None:
         tool = TOOLS_BY_NAME["mail_prepare"]
