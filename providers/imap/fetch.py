@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Final
 
 from providers.imap import codec, responses
-from providers.imap.responses import Atom, ImapResponse, Token
+from providers.imap.responses import Atom, ImapResponse, SelectResult, Token
 from providers.imap.session import ImapSession
 from providers.mailbox import RAW_PREFIX, RawMessage
 from schemas.errors import NotFound, SafetyLimit, ServiceUnavailable, StaleReference
@@ -103,19 +103,8 @@ def body_section(attrs: FetchAttrs, prefix: str) -> bytes | None:
     return None
 
 
-async def examine_reference(
-    session: ImapSession, ref: Reference, *, reuse_selection: bool = False
-) -> None:
-    """EXAMINE the reference's folder and require its UIDVALIDITY and a plausible UID.
-
-    Within one lease the folder selected by an earlier read stays selected, so a batch may
-    reuse it instead of examining it again.
-    """
-    selected = session.selected if session.selected_name == ref.folder else None
-    fresh = selected is None or not reuse_selection
-    if fresh:
-        selected = await session.examine(ref.folder)
-    assert selected is not None
+def check_selection(selected: SelectResult, ref: Reference, *, fresh: bool) -> None:
+    """Require the reference's UIDVALIDITY and, on a fresh selection, a plausible UID."""
     if selected.uid_validity != ref.uid_validity:
         raise StaleReference()
     # UIDNEXT of a selection reused from an earlier read may be behind new arrivals.
@@ -126,13 +115,23 @@ async def examine_reference(
 async def fetch_raw(
     session: ImapSession, ref: Reference, *, reuse_selection: bool = False
 ) -> RawMessage:
-    """Read one message with BODY.PEEK (never sets \\Seen), bounded to 5 MiB + 1 byte."""
-    await examine_reference(session, ref, reuse_selection=reuse_selection)
+    """Read one message with BODY.PEEK (never sets \\Seen), bounded to 5 MiB + 1 byte.
+
+    Within one lease the folder selected by an earlier read stays selected, so a batch may
+    reuse it; otherwise the EXAMINE goes out with the FETCH behind it (one round trip), and
+    the answer is used only once the selection checked out.
+    """
     items = "UID FLAGS INTERNALDATE RFC822.SIZE"
     if "CONDSTORE" in session.capabilities:
         items += " MODSEQ"
-    items += f" BODY.PEEK[]<0.{RAW_PREFIX + 1}>"
-    response = await session.uid_fetch([ref.uid], codec.raw(f"({items})"))
+    wanted = codec.raw(f"({items} BODY.PEEK[]<0.{RAW_PREFIX + 1}>)")
+    selected = session.selected if session.selected_name == ref.folder else None
+    if selected is not None and reuse_selection:
+        check_selection(selected, ref, fresh=False)
+        response = await session.uid_fetch([ref.uid], wanted)
+    else:
+        selected, response = await session.examine_and_fetch(ref.folder, ref.uid, wanted)
+        check_selection(selected, ref, fresh=True)
     matches = [a for a in parse_fetch(response) if a.get("UID") == Atom(str(ref.uid))]
     if not matches:
         raise NotFound()

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from aioimaplib import aioimaplib as _aio
 
@@ -28,6 +28,8 @@ from schemas.errors import (
     ServiceUnavailable,
 )
 from schemas.secret import Secret
+
+T = TypeVar("T")
 
 # Commands that change the mailbox: a lost reply means the outcome is unknown, not "failed".
 _MUTATING = frozenset(
@@ -275,12 +277,39 @@ class ImapSession:
         return await self._open("SELECT", mailbox)
 
     async def _open(self, name: str, mailbox: str) -> SelectResult:
+        command = self._make(name, self._open_args(mailbox))
+        self.selected = None
+        self.selected_name = None
+        return self._opened(name, mailbox, await self._run(command))
+
+    async def examine_and_fetch(
+        self, mailbox: str, uid: int, items: Arg
+    ) -> tuple[SelectResult, ImapResponse]:
+        """EXAMINE `mailbox` with a UID FETCH of `uid` sent right behind it: one round trip.
+
+        The FETCH must only read (BODY.PEEK): the caller checks the selection before it uses
+        the answer, and an answer read under another UIDVALIDITY is simply dropped.
+        """
+        examine = self._make("EXAMINE", self._open_args(mailbox))
+        fetch = self._make("FETCH", (codec.uid_set([uid]), items), prefix="UID")
+        self.selected = None
+        self.selected_name = None
+        opened, fetched = await self._guarded(
+            lambda: self._wire.execute_pair(examine, fetch), "EXAMINE", False
+        )
+        result = self._opened("EXAMINE", mailbox, _response(opened))
+        answer = _response(fetched)
+        if not answer.ok:
+            raise ServiceUnavailable("the IMAP server refused UID FETCH")
+        return result, answer
+
+    def _open_args(self, mailbox: str) -> list[Arg]:
         args = [codec.mailbox_arg(mailbox)]
         if "CONDSTORE" in self.capabilities:
             args.append(codec.raw("(CONDSTORE)"))
-        self.selected = None
-        self.selected_name = None
-        response = await self._run(self._make(name, args))
+        return args
+
+    def _opened(self, name: str, mailbox: str, response: ImapResponse) -> SelectResult:
         if not response.ok:
             self._wire.state = _aio.AUTH  # a failed SELECT leaves nothing selected (RFC 3501)
             raise ServiceUnavailable(f"the IMAP server refused {name}")
@@ -373,13 +402,23 @@ class ImapSession:
     async def _run(
         self, command: Any, *, scrub: str | None = None, mutating: bool = False
     ) -> ImapResponse:
+        reply = await self._guarded(
+            lambda: self._wire.execute(command, scrub=scrub), command.name, mutating
+        )
+        return _response(reply)
+
+    async def _guarded(
+        self, exchange: Callable[[], Awaitable[T]], name: str, mutating: bool
+    ) -> T:
+        """Await one exchange under the lock and timeout; any doubt leaves the session broken."""
         if not self.usable:
             raise ServiceUnavailable("the IMAP connection is closed")
         async with self._lock:
-            task = asyncio.ensure_future(self._wire.execute(command, scrub=scrub))
+            task = asyncio.ensure_future(exchange())
+            waiting: set[asyncio.Future[Any]] = {task, self._wire.closed}
             try:
                 done, _ = await asyncio.wait(
-                    {task, self._wire.closed},
+                    waiting,
                     timeout=self._timeout_s,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
@@ -389,22 +428,26 @@ class ImapSession:
                 raise
             self.last_used = time.monotonic()
             if task in done and task.exception() is None:
-                result = task.result()
-                entries = [bytes(line) for line in result.lines]
-                text = entries.pop() if entries else b""
-                return ImapResponse(status=str(result.result), text=text, lines=entries)
+                return task.result()
             if task in done:
                 self._break()  # aioimaplib refused or lost track of the command
-                raise ServiceUnavailable(f"the IMAP session failed during {command.name}")
+                raise ServiceUnavailable(f"the IMAP session failed during {name}")
             task.cancel()
             self._break()
             if self._wire.over_budget:
                 raise SafetyLimit()
             if mutating:
-                raise OutcomeUnknown(f"no reply to {command.name}; the change may have happened")
+                raise OutcomeUnknown(f"no reply to {name}; the change may have happened")
             if self._wire.closed.done():
                 raise ServiceUnavailable("the IMAP connection was lost")
             raise ServiceUnavailable("the IMAP server did not answer in time")
+
+
+def _response(reply: Any) -> ImapResponse:
+    """Turn aioimaplib's Response into ours: untagged entries, then the tagged line's text."""
+    entries = [bytes(line) for line in reply.lines]
+    text = entries.pop() if entries else b""
+    return ImapResponse(status=str(reply.result), text=text, lines=entries)
 
 
 def _xoauth2_response(username: str, token: AccessToken) -> bytes | None:

@@ -48,6 +48,8 @@ class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
 
     incomplete_line: bytes  # aioimaplib's: the start of a line still missing its CRLF
     current_command: Any  # aioimaplib's: the command a literal or line belongs to, or None
+    pending_sync_command: Any  # aioimaplib's: the sync command awaiting its tagged reply
+    pending_async_commands: dict[str, Any]  # aioimaplib's: async commands by untagged name
 
     def __init__(self, loop: asyncio.AbstractEventLoop, read_budget: int = READ_BUDGET) -> None:
         super().__init__(loop, self._on_connection_lost)
@@ -105,6 +107,22 @@ class WireProtocol(_aio.IMAP4ClientProtocol):  # type: ignore[misc]
             self.transport.write(CRLF)
         else:  # a second challenge: the exchange is not XOAUTH2 as we know it
             self.transport.abort()
+
+    async def execute_pair(self, first: Any, second: Any) -> tuple[Any, Any]:
+        """Send a sync command and an async one right behind it, then await both replies.
+
+        The server runs them in order, so the second's untagged answers follow the first's
+        tagged reply; until then every untagged line belongs to the first.
+        """
+        if self.pending_sync_command is not None or self.pending_async_commands:
+            raise _aio.Abort("another command is still pending")
+        self.pending_sync_command = first
+        self.pending_async_commands[second.untagged_resp_name] = second
+        self.send(str(first))
+        self.send(str(second))
+        await first.wait()
+        await second.wait()
+        return first.response, second.response
 
     def data_received(self, data: bytes) -> None:
         """Count bytes against the budget, then feed aioimaplib a bounded number of lines."""

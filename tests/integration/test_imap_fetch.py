@@ -86,6 +86,23 @@ class TestFetchRaw:
             with pytest.raises(errors.StaleReference):
                 await fetch_raw(session, stale)
 
+    async def test_a_stale_or_missing_folder_leaves_the_session_in_step(
+        self, mailbox: ImapMailbox, seeded: Any
+    ) -> None:
+        # Each read sends its FETCH right behind the EXAMINE: both replies must be consumed
+        # whatever the EXAMINE found, so the next read on the same session gets its own.
+        result, raws = seeded
+        stale = Reference(folder=result.folder, uid_validity=result.uidvalidity + 1, uid=1)
+        gone = Reference(folder=result.folder + "-gone", uid_validity=1, uid=1)
+        async with mailbox.pool.session() as session:
+            with pytest.raises(errors.StaleReference):
+                await fetch_raw(session, stale)
+            with pytest.raises(errors.ServiceUnavailable, match="refused EXAMINE"):
+                await fetch_raw(session, gone)
+            assert session.usable
+            after = await fetch_raw(session, ref(result, 0))
+        assert raws[0] == after.raw
+
     @pytest.mark.parametrize("uid", [2, 99])
     async def test_absent_or_future_uid_is_not_found(
         self, mailbox: ImapMailbox, seeded: Any, services: Any, uid: int

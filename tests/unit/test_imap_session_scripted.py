@@ -221,6 +221,66 @@ class TestCommandSurface:
         ]
 
 
+class HeldExamine:
+    """Reply makers that answer an EXAMINE only once the FETCH behind it has arrived."""
+
+    def __init__(self, examine: bytes, fetch: bytes) -> None:
+        self.examine, self.fetch = examine, fetch
+        self.examine_tag = ""
+
+    def hold(self, tag: str, line: str) -> None:
+        self.examine_tag = tag
+        return None
+
+    def release(self, tag: str, line: str) -> bytes:
+        examined = self.examine.replace(b"TAG", self.examine_tag.encode())
+        return examined + self.fetch + tag.encode() + b" OK fetched\r\n"
+
+    def replies(self) -> dict[str, Reply]:
+        return {"EXAMINE": self.hold, "UID FETCH": self.release}
+
+
+BODY_ANSWER = b"* 2 FETCH (UID 3 FLAGS () RFC822.SIZE 5 BODY[]<0> {5}\r\nhello)\r\n"
+
+
+class TestExamineAndFetch:
+    async def test_the_fetch_goes_out_before_the_examine_is_answered(self) -> None:
+        # The peer answers nothing until both lines arrived: waiting would time out.
+        held = HeldExamine(EXAMINE + b"TAG OK [READ-ONLY] done\r\n", BODY_ANSWER)
+        session, peer = await open_session(held.replies())
+        selected, answer = await session.examine_and_fetch("INBOX", 3, codec.raw("(BODY.PEEK[])"))
+        assert peer.commands[-2:] == ["EXAMINE", "UID FETCH"]
+        assert (selected.uid_validity, selected.uid_next) == (7, 4)
+        assert [b"2 FETCH (UID 3 FLAGS () RFC822.SIZE 5 BODY[]<0> {5}", b"hello", b")"] == (
+            answer.lines
+        )
+        assert session.selected_name == "INBOX"
+        assert session.usable
+
+    async def test_a_refused_examine_fails_and_the_session_stays_usable(self) -> None:
+        held = HeldExamine(b"TAG NO no such folder\r\n", b"")
+        replies = held.replies()
+        replies["UID FETCH"] = lambda tag, line: (
+            held.examine.replace(b"TAG", held.examine_tag.encode())
+            + tag.encode()
+            + b" BAD no mailbox selected\r\n"
+        )
+        session, _ = await open_session(replies)
+        with pytest.raises(ServiceUnavailable, match="refused EXAMINE"):
+            await session.examine_and_fetch("Gone", 3, codec.raw("(BODY.PEEK[])"))
+        assert session.usable
+        assert session.selected is None
+        with pytest.raises(RuntimeError):  # nothing is selected as far as the API goes
+            await session.uid_search(codec.atom("ALL"))
+        await session.noop()
+
+    async def test_a_silent_server_breaks_the_session(self) -> None:
+        session, _ = await open_session({"EXAMINE": silent, "UID FETCH": silent}, timeout_s=0.2)
+        with pytest.raises(ServiceUnavailable, match="did not answer"):
+            await session.examine_and_fetch("INBOX", 3, codec.raw("(BODY.PEEK[])"))
+        assert not session.usable
+
+
 class Opened(list[ImapSession]):
     """The sessions a pool opened (one login each), in order: an open_session that records."""
 
