@@ -1,25 +1,23 @@
 """One logged-in IMAP connection: typed commands over aioimaplib's protocol, typed errors only.
 
-Commands run one at a time under the session lock, each under the mailbox timeout. A command
-that times out, is cancelled, or loses its connection leaves the session unusable (`usable` is
-False): the pool then discards it instead of guessing what the server did.
+Commands run one at a time under the session lock, each under the mailbox timeout
+(providers.imap.channel holds that machinery).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aioimaplib import aioimaplib as _aio
 
 from providers.imap import codec, responses
+from providers.imap.channel import ImapChannel, as_response
 from providers.imap.codec import Arg
 from providers.imap.responses import ImapResponse, SelectResult, StatusResult
-from providers.imap.wire import FetchReply, WireProtocol
 from providers.oauth2.source import AccessToken, xoauth2_initial_response
 from schemas.errors import (
     InvalidArguments,
@@ -75,28 +73,10 @@ class LoginRefused(ServiceUnavailable):
     """The server refused the credentials themselves (a tagged NO): a token is worth forgetting."""
 
 
-class ImapSession:
+class ImapSession(ImapChannel):
     """A connected IMAP session; build it with providers.imap.connect.connect()."""
 
-    def __init__(self, transport: asyncio.Transport, wire: WireProtocol, timeout_s: float):
-        self._transport = transport
-        self._wire = wire
-        self._timeout_s = timeout_s
-        self._lock = asyncio.Lock()
-        self._broken = False
-        self._literal_max = 0
-        self.capabilities: frozenset[str] = frozenset()
-        self.capability_atoms: tuple[str, ...] = ()
-        self.selected: SelectResult | None = None
-        self.selected_name: str | None = None
-        self.last_used = time.monotonic()
-
     # --- state ------------------------------------------------------------------------------
-
-    @property
-    def usable(self) -> bool:
-        """Tell whether the connection is open and in a known state."""
-        return not (self._broken or self._wire.closed.done())
 
     def begin_lease(self) -> None:
         """Start a new user's lease: fresh read budget and no assumed selected mailbox."""
@@ -105,16 +85,6 @@ class ImapSession:
         # explicitly, and selected-state commands are refused until it does.
         self.selected = None
         self.selected_name = None
-
-    def _set_capabilities(self, atoms: Sequence[str]) -> None:
-        self.capability_atoms = tuple(atoms)
-        self.capabilities = frozenset(a.upper() for a in atoms)
-        if "LITERAL+" in self.capabilities:
-            self._literal_max = 2**31
-        elif "LITERAL-" in self.capabilities:
-            self._literal_max = 4096
-        else:
-            self._literal_max = 0
 
     # --- handshake --------------------------------------------------------------------------
 
@@ -297,8 +267,8 @@ class ImapSession:
         opened, fetched = await self._guarded(
             lambda: self._wire.execute_pair(examine, fetch), "EXAMINE", False
         )
-        result = self._opened("EXAMINE", mailbox, _response(opened))
-        answer = _response(fetched)
+        result = self._opened("EXAMINE", mailbox, as_response(opened))
+        answer = as_response(fetched)
         if not answer.ok:
             raise ServiceUnavailable("the IMAP server refused UID FETCH")
         return result, answer
@@ -359,95 +329,6 @@ class ImapSession:
             except (TimeoutError, ServiceUnavailable, OutcomeUnknown, SafetyLimit):
                 pass
         await self.close()
-
-    async def close(self) -> None:
-        """Close the connection without LOGOUT and wait briefly until it is gone."""
-        self._broken = True
-        self._wire.state = _aio.LOGOUT
-        self._transport.abort()
-        try:
-            async with asyncio.timeout(1.0):
-                await asyncio.shield(self._wire.closed)
-        except TimeoutError:
-            pass
-
-    # --- machinery --------------------------------------------------------------------------
-
-    def _break(self) -> None:
-        self._broken = True
-        self._transport.abort()
-
-    def _make(
-        self,
-        name: str,
-        args: Sequence[Arg],
-        *,
-        prefix: str | None = None,
-        untagged: str | None = None,
-    ) -> Any:
-        tag = self._wire.new_tag()
-        loop = self._wire.loop
-        # Non-synchronizing literals carry CRLF by design; aioimaplib's constructor rejects any
-        # CR/LF, so hand it placeholders and restore the checked arguments afterwards.
-        safe = ["L" if "\r\n" in a else a for a in args]
-        if name == "FETCH":
-            command = FetchReply(tag, *safe, prefix=prefix, loop=loop)
-        else:
-            command = _aio.Command(
-                name, tag, *safe, prefix=prefix, untagged_resp_name=untagged, loop=loop
-            )
-        command.args = tuple(args)
-        return command
-
-    async def _run(
-        self, command: Any, *, scrub: str | None = None, mutating: bool = False
-    ) -> ImapResponse:
-        reply = await self._guarded(
-            lambda: self._wire.execute(command, scrub=scrub), command.name, mutating
-        )
-        return _response(reply)
-
-    async def _guarded(
-        self, exchange: Callable[[], Awaitable[T]], name: str, mutating: bool
-    ) -> T:
-        """Await one exchange under the lock and timeout; any doubt leaves the session broken."""
-        if not self.usable:
-            raise ServiceUnavailable("the IMAP connection is closed")
-        async with self._lock:
-            task = asyncio.ensure_future(exchange())
-            waiting: set[asyncio.Future[Any]] = {task, self._wire.closed}
-            try:
-                done, _ = await asyncio.wait(
-                    waiting,
-                    timeout=self._timeout_s,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-            except asyncio.CancelledError:
-                task.cancel()
-                self._break()  # the reply may still arrive: the state is unknown
-                raise
-            self.last_used = time.monotonic()
-            if task in done and task.exception() is None:
-                return task.result()
-            if task in done:
-                self._break()  # aioimaplib refused or lost track of the command
-                raise ServiceUnavailable(f"the IMAP session failed during {name}")
-            task.cancel()
-            self._break()
-            if self._wire.over_budget:
-                raise SafetyLimit()
-            if mutating:
-                raise OutcomeUnknown(f"no reply to {name}; the change may have happened")
-            if self._wire.closed.done():
-                raise ServiceUnavailable("the IMAP connection was lost")
-            raise ServiceUnavailable("the IMAP server did not answer in time")
-
-
-def _response(reply: Any) -> ImapResponse:
-    """Turn aioimaplib's Response into ours: untagged entries, then the tagged line's text."""
-    entries = [bytes(line) for line in reply.lines]
-    text = entries.pop() if entries else b""
-    return ImapResponse(status=str(reply.result), text=text, lines=entries)
 
 
 def _xoauth2_response(username: str, token: AccessToken) -> bytes | None:

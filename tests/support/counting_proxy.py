@@ -58,16 +58,34 @@ class CountingProxy:
             return
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, count: bool) -> None:
+            # A delay line: each chunk leaves `delay` after it arrived, in order, while later
+            # chunks keep arriving. (Sleeping before each write instead would add the delay
+            # once per chunk, so a reply in three reads, or two commands sent back to back,
+            # would cross a "network" three or two times slower than a real one.)
+            line: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+            async def deliver() -> None:
+                while True:
+                    due, data = await line.get()
+                    if not data:
+                        return
+                    wait = due - loop.time()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    dst.write(data)
+                    await dst.drain()
+
+            loop = asyncio.get_running_loop()
+            sender = asyncio.ensure_future(deliver())
             try:
                 while data := await src.read(65536):
                     if count:
                         self.client_bytes += len(data)
-                    if self.delay:
-                        await asyncio.sleep(self.delay)
-                    dst.write(data)
-                    await dst.drain()
+                    line.put_nowait((loop.time() + self.delay, data))
+                line.put_nowait((0.0, b""))
+                await sender
             except (ConnectionError, asyncio.CancelledError):
-                pass
+                sender.cancel()
             finally:
                 with contextlib.suppress(Exception):
                     dst.close()
