@@ -4,22 +4,40 @@ Each step prints one line: what was asked, what came back, and what that shows. 
 prints the raw results instead, one JSON object per line. Read-only by default; with
 ANGELOS_DEMO_SEND=1 (what `make demo` sets for its throwaway mailbox) it also prepares one
 message, confirms it once, reads its status, and confirms it again to show that nothing is sent
-twice.
+twice. It ends with `angelos ledger show` of that message and `angelos ledger verify`, run as the
+real commands against the same store. The server's log lines (and this process's own) go to a
+file the demo names at its start and at its end, so the terminal holds only the walk-through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TextIO
 
-from mcp import Client, StdioServerParameters
+import msgspec
+import structlog
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from schemas.discovery import DISCOVERY_BUDGET_BYTES, compact_bytes, tool_entries
+from service.commands.demo_ledger import as_result, as_text, run_ledger
+from service.logging import configure_logging
 
 Describe = Callable[[dict[str, Any]], str]
+NEXT = (
+    "Connect your own MCP client (Claude Desktop, Claude Code, VS Code, Cursor) to your own "
+    "mailbox: docs/deployment.md."
+)
+
+
+class Stopped(Exception):
+    """A step failed; the walk-through has already said how."""
 
 
 class Walk:
@@ -29,6 +47,11 @@ class Walk:
         self.client = client
         self.as_json = as_json
         self.step = 0
+
+    def heading(self, title: str) -> None:
+        """Start a part of the walk-through (text only)."""
+        if not self.as_json:
+            print(f"\n== {title} ==")
 
     def say(self, asked: str, answer: str, shows: str, raw: Any) -> None:
         """Report one step."""
@@ -46,13 +69,14 @@ class Walk:
         body: dict[str, Any] = result.structured_content or {}
         if result.is_error:
             self.say(asked, f"error {body.get('error_code')}: {body.get('error')}", "", body)
-            raise SystemExit(1)
+            raise Stopped
         self.say(asked, describe(body), shows, body)
         return body
 
 
 async def run_demo(*, as_json: bool = False, sending: bool = False) -> int:
-    """Run one stdio session: discovery, capabilities, folders, a search, a read (and a send).
+    """Run one stdio session: discovery, capabilities, folders, a search, a read (and a send),
+    then the ledger commands; returns the exit status (0 only when every step came out clean).
 
     The server gets this process's environment, ANGELOS_ENV_FILE included; with `sending`
     (ANGELOS_DEMO_SEND=1) it also gets the send gate and scope.
@@ -60,11 +84,39 @@ async def run_demo(*, as_json: bool = False, sending: bool = False) -> int:
     env = dict(os.environ)
     if sending:
         env.update(MAIL_ENABLE_SEND="1", ANGELOS_LOCAL_SCOPES="mail.read mail.send")
+    # Outside the services' own directory (scripts/test-services removes that when it stops),
+    # so the log is still there to read after `make demo` has finished.
+    log_path = Path(tempfile.mkdtemp(prefix="angelos-demo-")) / "server.log"
+    # With --json, standard output holds the JSON lines only.
+    notes = sys.stderr if as_json else sys.stdout
+    if not as_json:
+        print("angelos demo: a real MCP client starts `angelos serve` over stdio and uses it.")
+    print(f"server log: {log_path} (the server's JSON log lines go there)", file=notes)
+    # Open until the process ends, line by line: lines logged while it shuts down land there too.
+    log = log_path.open("a", encoding="utf-8", buffering=1)
+    _log_into(log)
+    try:
+        status = await _walk(env, log, as_json=as_json, sending=sending)
+    except Exception as exc:  # any failure ends in one plain line, never a traceback
+        _report_stop(exc, notes)
+        status = 1
+    if not as_json:
+        print("\n== What next ==")
+    print(f"server log: {log_path}", file=notes)
+    if not as_json:
+        print(NEXT)
+    return status
+
+
+async def _walk(env: Mapping[str, str], log: TextIO, *, as_json: bool, sending: bool) -> int:
+    """The session itself: the mailbox, the send (if asked for) and the ledger commands."""
     target = StdioServerParameters(
-        command=sys.executable, args=["-m", "service.cli", "serve", "--transport", "stdio"], env=env
-    )
-    async with Client(target, mode="auto") as client:
+        command=sys.executable, args=["-m", "service.cli", "serve", "--transport", "stdio"],
+        env=dict(env),
+    )  # fmt: skip
+    async with Client(stdio_client(target, errlog=log), mode="auto") as client:
         walk = Walk(client, as_json=as_json)
+        walk.heading("The mailbox")
         tools = [tool.name for tool in (await client.list_tools()).tools]
         size = len(compact_bytes(tool_entries()))
         walk.say(
@@ -101,9 +153,10 @@ async def run_demo(*, as_json: bool = False, sending: bool = False) -> int:
                 lambda b: f"{len(str(b.get('text', '')))} characters of text",
                 "a read names the exact message; a changed folder would refuse it",
             )  # fmt: skip
-        if sending:
-            await _send_once(walk)
-    return 0
+        sent = await _send_once(walk) if sending else None
+        # While the server still runs: an embedded store lives as long as its server process,
+        # and a second process on the same data directory adopts it rather than starting one.
+        return await _ledger(walk, env, log, sent)
 
 
 def _capabilities(body: dict[str, Any]) -> str:
@@ -115,7 +168,9 @@ def _capabilities(body: dict[str, Any]) -> str:
     return ", ".join(f"{name} {'on' if on else 'off'}" for name, on in gates.items())
 
 
-async def _send_once(walk: Walk) -> None:
+async def _send_once(walk: Walk) -> str:
+    """Prepare, confirm, ask for the status and confirm again; returns the prepared_id."""
+    walk.heading("Sending once")
     message = {"to": ["bob@example.test"], "subject": "Demo", "text": "Sent exactly once."}
     preview = await walk.call(
         "mail_prepare", {"action": "new", "message": message}, "prepare a message to bob",
@@ -142,3 +197,72 @@ async def _send_once(walk: Walk) -> None:
         lambda b: f"status {b.get('status')}, resent {str(b.get('resent')).lower()}",
         "a second confirm is a replay: the message is never sent twice",
     )  # fmt: skip
+    return str(preview["prepared_id"])
+
+
+async def _ledger(walk: Walk, env: Mapping[str, str], log: TextIO, sent: str | None) -> int:
+    """Run `angelos ledger show` of the sent message (if any) and `angelos ledger verify`."""
+    walk.heading("The ledger")
+    commands: list[tuple[list[str], str]] = []
+    if sent is None:
+        if not walk.as_json:
+            print(
+                "    nothing in the ledger to show: this run sent nothing "
+                "(ANGELOS_DEMO_SEND=1, which `make demo` sets, sends one message)"
+            )
+    else:
+        commands.append((
+            ["show", sent],
+            "the hash-chained events of that one send, oldest first, and what they prove:",
+        ))  # fmt: skip
+    commands.append((
+        ["verify"],
+        "every send in the store re-checked: each hash chain, each state machine and the "
+        "index; the last line is the verdict:",
+    ))  # fmt: skip
+    status = 0
+    for number, (args, shows) in enumerate(commands):
+        answer = await run_ledger(args, env, log, as_json=walk.as_json)
+        status = status or (1 if answer.exit else 0)
+        asked = f"angelos ledger {' '.join(args)}"
+        walk.step += 1
+        if walk.as_json:
+            result = msgspec.to_builtins(as_result(answer))
+            print(json.dumps({"step": walk.step, "asked": asked, "result": result}))
+            continue
+        if number:  # the commands' own output has blank lines inside; keep the steps apart
+            print()
+        print(f"{walk.step:>2}. $ {asked}\n    {shows}\n{as_text(answer, '      ')}")
+    return status
+
+
+def _log_into(log: TextIO) -> None:
+    """Send this process's own log lines (and its unexpected errors) to the demo's log file."""
+    # configure_logging writes to whatever sys.stderr is while it runs; the terminal belongs
+    # to the walk-through.
+    with contextlib.redirect_stderr(log):
+        configure_logging()
+
+
+def _report_stop(exc: Exception, notes: TextIO) -> None:
+    """Say in one line why the demo stopped; the details go to the log file."""
+    leaves = list(_leaves(exc))
+    refused = [leaf for leaf in leaves if isinstance(leaf, MCPError)]
+    if any(isinstance(leaf, Stopped) for leaf in leaves):
+        print("the demo stopped at the step above", file=notes)
+    elif refused:
+        print(f"the server refused: {refused[0].error.message}", file=notes)
+        print("(`make demo` runs this demo against a throwaway mailbox on loopback)", file=notes)
+    else:
+        structlog.get_logger("angelos").error("demo_stopped", exc_info=exc)
+        names = ", ".join(sorted({type(leaf).__name__ for leaf in leaves}))
+        print(f"the demo stopped on an unexpected {names}; details in the server log", file=notes)
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside (nested) exception groups, or the exception itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
