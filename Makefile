@@ -28,5 +28,8 @@ test:
 	  $$(( (end - start) / 1000000000 )) $$(( (end - start) / 1000000 % 1000 )); \
 	exit $$rc
 
+# A newcomer's walk-through: throwaway peers on loopback, then `angelos demo` with one send; the
+# server's log goes to a file the demo names, so the terminal holds only the walk-through.
 demo: bootstrap
-	ANGELOS_DEMO_SEND=1 scripts/test-services run -- $(VENV)/angelos demo
+	@echo "make demo: starting a throwaway Redis, Dovecot and SMTP server on loopback (a few seconds)"
+	@ANGELOS_DEMO_SEND=1 scripts/test-services run -- $(VENV)/angelos demo
