@@ -59,7 +59,7 @@ class Walk:
         if self.as_json:
             print(json.dumps({"step": self.step, "asked": asked, "result": raw}))
         else:
-            print(f"{self.step:>2}. {asked} -> {answer}\n    {shows}")
+            print(f"{self.step:>2}. {asked} -> {answer}" + (f"\n    {shows}" if shows else ""))
 
     async def call(
         self, tool: str, arguments: dict[str, Any], asked: str, describe: Describe, shows: str
