@@ -4,7 +4,9 @@ file it names, and the ledger's own commands on the message it sent."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import uuid
 from pathlib import Path
@@ -106,3 +108,29 @@ def test_without_a_send_there_is_nothing_to_show_and_verify_still_runs(
     assert "0 stream(s), 0 event(s)" in verified
     assert "verified: no findings" == verified.strip().splitlines()[-1].strip()
     assert named_log(done, tmp_path).is_file()
+
+
+def test_with_the_embedded_store_the_ledger_commands_read_what_the_server_wrote(
+    services: Services, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    env = {k: v for k, v in services.product_env.items() if k != "ANGELOS_REDIS_URL"}
+    done = subprocess.run(
+        angelos_command("demo"),
+        env=clean_env({**env, "ANGELOS_DATA_DIR": str(data_dir), "ANGELOS_DEMO_SEND": "1",
+                       "TMPDIR": str(tmp_path)}),
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    # The server stops the embedded Redis it started once it is its only client.
+    pidfile = data_dir / "redis" / "redis.pid"
+    left = pidfile.read_text().strip() if pidfile.exists() else ""
+    if left:  # the embedded store outlived its server: stop it before failing
+        os.kill(int(left), signal.SIGTERM)
+    assert "" == left
+    assert 0 == done.returncode, done.stdout[-3000:] + done.stderr[-2000:]
+    assert (data_dir / "redis" / "appendonly.aof").is_file()
+    pid = re.findall(r"prepared ([0-9a-f]{32}), digest", done.stdout)[0]
+    shown = section(done.stdout, f"$ angelos ledger show {pid}\n", "$ angelos ledger verify")
+    assert SEND_EVENTS == re.findall(r"^ +\d+ +\S+Z +(\w+) ", shown, re.MULTILINE)
+    verified = section(done.stdout, "$ angelos ledger verify\n", "== What next ==")
+    assert "verified: no findings" == verified.strip().splitlines()[-1].strip()
