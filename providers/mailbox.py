@@ -132,8 +132,8 @@ class Mailbox(Protocol):
         """Expunge exactly one message by UID and confirm it is gone."""
         ...
 
-    def reader(self) -> AbstractAsyncContextManager[RawReader]:
-        """Lend one connection for a sequence of reads."""
+    def reader(self, planned: Sequence[Reference] = ()) -> AbstractAsyncContextManager[RawReader]:
+        """Lend one connection for a sequence of reads of the `planned` references."""
         ...
 
     async def aclose(self) -> None:

@@ -144,8 +144,8 @@ class GraphMailbox:
         raise errors.UnsupportedOperation(NO_PERMANENT_DELETE)
 
     @asynccontextmanager
-    async def reader(self) -> AsyncIterator[GraphReader]:
-        """Lend a reader for a batch of reads."""
+    async def reader(self, planned: Sequence[Reference] = ()) -> AsyncIterator[GraphReader]:
+        """Lend a reader for a batch of reads (Graph reads one message per request anyway)."""
         yield GraphReader(self)
 
     async def aclose(self) -> None:

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Final
 
 from providers.imap import codec, responses
+from providers.imap.codec import Arg
 from providers.imap.responses import Atom, ImapResponse, SelectResult, Token
 from providers.imap.session import ImapSession
 from providers.mailbox import RAW_PREFIX, RawMessage
@@ -112,6 +113,14 @@ def check_selection(selected: SelectResult, ref: Reference, *, fresh: bool) -> N
         raise NotFound()
 
 
+def read_items(session: ImapSession) -> Arg:
+    """Return the FETCH items of a read: metadata and the first 5 MiB + 1 byte, never \\Seen."""
+    items = "UID FLAGS INTERNALDATE RFC822.SIZE"
+    if "CONDSTORE" in session.capabilities:
+        items += " MODSEQ"
+    return codec.raw(f"({items} BODY.PEEK[]<0.{RAW_PREFIX + 1}>)")
+
+
 async def fetch_raw(
     session: ImapSession, ref: Reference, *, reuse_selection: bool = False
 ) -> RawMessage:
@@ -121,23 +130,25 @@ async def fetch_raw(
     reuse it; otherwise the EXAMINE goes out with the FETCH behind it (one round trip), and
     the answer is used only once the selection checked out.
     """
-    items = "UID FLAGS INTERNALDATE RFC822.SIZE"
-    if "CONDSTORE" in session.capabilities:
-        items += " MODSEQ"
-    wanted = codec.raw(f"({items} BODY.PEEK[]<0.{RAW_PREFIX + 1}>)")
     selected = session.selected if session.selected_name == ref.folder else None
     if selected is not None and reuse_selection:
         check_selection(selected, ref, fresh=False)
-        response = await session.uid_fetch([ref.uid], wanted)
+        response = await session.uid_fetch([ref.uid], read_items(session))
     else:
-        selected, response = await session.examine_and_fetch(ref.folder, ref.uid, wanted)
+        selected, response = await session.examine_and_fetch(
+            ref.folder, [ref.uid], read_items(session)
+        )
         check_selection(selected, ref, fresh=True)
     matches = [a for a in parse_fetch(response) if a.get("UID") == Atom(str(ref.uid))]
     if not matches:
         raise NotFound()
     if len(matches) > 1:
         raise SafetyLimit("the server answered one FETCH with several messages")
-    attrs = matches[0]
+    return raw_message(ref, matches[0])
+
+
+def raw_message(ref: Reference, attrs: FetchAttrs) -> RawMessage:
+    """Build the read of `ref` from its FETCH attributes."""
     raw = body_section(attrs, "BODY[]")
     if raw is None:
         raise ServiceUnavailable("IMAP FETCH lacks the message body")

@@ -14,6 +14,7 @@ from providers.imap.discovery import list_folders, server_capabilities
 from providers.imap.drafts import append_draft
 from providers.imap.fetch import fetch_raw
 from providers.imap.pool import ImapPool
+from providers.imap.read_ahead import ImapReader
 from providers.imap.search import decode_search_cursor, search_page
 from providers.imap.sent_copy import find_candidates, read_copy
 from providers.imap.session import ImapSession
@@ -24,17 +25,6 @@ from providers.mailbox import Appended, RawMessage, SentCopy
 from schemas.mailbox import Folder, Reference, ServerCapabilities
 from schemas.mutations import FlagResult, MutationResult
 from schemas.search import ConversationQuery, SearchQuery, SummaryPage
-
-
-class ImapReader:
-    """Sequential reads on one leased session; the selected folder is reused between them."""
-
-    def __init__(self, session: ImapSession) -> None:
-        self._session = session
-
-    async def read_raw(self, reference: Reference) -> RawMessage:
-        """Read one message without setting \\Seen."""
-        return await fetch_raw(self._session, reference, reuse_selection=True)
 
 
 class ImapMailbox:
@@ -135,10 +125,10 @@ class ImapMailbox:
         return await delete_permanently(self.pool, self._settings, reference)
 
     @asynccontextmanager
-    async def reader(self) -> AsyncIterator[ImapReader]:
-        """Lend one pooled session for a batch of reads."""
+    async def reader(self, planned: Sequence[Reference] = ()) -> AsyncIterator[ImapReader]:
+        """Lend one pooled session for a batch of reads of the `planned` references."""
         async with self.pool.session() as session:
-            yield ImapReader(session)
+            yield ImapReader(session, planned)
 
     async def aclose(self) -> None:
         """Log out every pooled session."""

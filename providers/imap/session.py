@@ -253,15 +253,15 @@ class ImapSession(ImapChannel):
         return self._opened(name, mailbox, await self._run(command))
 
     async def examine_and_fetch(
-        self, mailbox: str, uid: int, items: Arg
+        self, mailbox: str, uids: Sequence[int], items: Arg
     ) -> tuple[SelectResult, ImapResponse]:
-        """EXAMINE `mailbox` with a UID FETCH of `uid` sent right behind it: one round trip.
+        """EXAMINE `mailbox` with a UID FETCH of `uids` sent right behind it: one round trip.
 
         The FETCH must only read (BODY.PEEK): the caller checks the selection before it uses
         the answer, and an answer read under another UIDVALIDITY is simply dropped.
         """
         examine = self._make("EXAMINE", self._open_args(mailbox))
-        fetch = self._make("FETCH", (codec.uid_set([uid]), items), prefix="UID")
+        fetch = self._make("FETCH", (codec.uid_set(uids), items), prefix="UID")
         self.selected = None
         self.selected_name = None
         opened, fetched = await self._guarded(

@@ -140,7 +140,7 @@ async def read_many(app: AppContext, principal: Principal, args: ReadMany) -> Re
         )
     result.next_index = UNSET
     result.stop_reason = UNSET
-    async with require_mailbox(app).reader() as reader:
+    async with require_mailbox(app).reader(args.references) as reader:
         return await read_batch(reader, args, result, budget, graph_mailbox(app))
 
 

@@ -125,3 +125,37 @@ class TestFetchRaw:
         async with mailbox.pool.session() as session:
             with pytest.raises(errors.ServiceUnavailable):
                 await fetch_raw(session, gone)
+
+
+class TestReadAhead:
+    async def test_a_batch_reads_what_single_reads_read(
+        self, mailbox: ImapMailbox, services: Any
+    ) -> None:
+        imap = await open_session(services)
+        try:
+            folder = await create_folder(imap, "ahead")
+            corpus = sorted(CORPUS.glob("0*.eml"))[:6]
+            result = await append_messages(imap, folder, [Append(p.read_bytes()) for p in corpus])
+            await imap.select(f'"{folder}"')  # expunge the third so its UID is a gap
+            await imap.uid("store", str(result.uids[2]), "+FLAGS.SILENT", "(\\Deleted)")
+            await imap.uid("expunge", str(result.uids[2]))
+        finally:
+            await close_session(imap)
+        planned = [ref(result, i) for i in range(6)]
+        planned.insert(4, Reference(folder="INBOX", uid_validity=1, uid=1))  # another folder
+        outcomes: list[object] = []
+        async with mailbox.reader(planned) as reader:
+            for reference in planned:
+                try:
+                    outcomes.append(await reader.read_raw(reference))
+                except errors.MailError as exc:
+                    outcomes.append(type(exc))
+        single: list[object] = []
+        for reference in planned:
+            try:
+                single.append(await mailbox.read_raw(reference))
+            except errors.MailError as exc:
+                single.append(type(exc))
+        assert errors.NotFound is outcomes[2]
+        assert errors.StaleReference is outcomes[4]
+        assert single == outcomes
