@@ -109,8 +109,23 @@ def needs_charset(query: SearchQuery) -> bool:
 async def search_page(
     session: ImapSession, query: SearchQuery, cursor: CursorState | None
 ) -> SummaryPage:
-    """Run one bounded search window in the query's folder and summarize the page."""
-    selected = await session.examine(query.folder)
+    """Run one bounded search window in the query's folder and summarize the page.
+
+    When the window can be planned before the folder is open (a cursor's bound, or the
+    UIDNEXT this session saw last time), the UID SEARCH goes out right behind the EXAMINE;
+    its answer counts only if the open folder gives the same window, else it is asked again.
+    """
+    prefix = [codec.raw("CHARSET UTF-8")] if needs_charset(query) else []
+    filters = criteria(query, literal_limit(session))
+    guess = cursor.upper if cursor else session.last_uid_next.get(query.folder, 0) - 1
+    early: list[int] | None = None
+    if guess >= 1 and not any("\r\n" in arg for arg in filters):  # no literal to wait for
+        planned = plan_window(query.order, guess, cursor)
+        selected, early = await session.examine_and_search(
+            query.folder, *prefix, *planned.criteria(), *filters
+        )
+    else:
+        selected = await session.examine(query.folder)
     if cursor is not None:
         check_generation(cursor, selected.uid_validity, selected.uid_next)
     ceiling = cursor.upper if cursor else selected.uid_next - 1
@@ -123,10 +138,9 @@ async def search_page(
             messages=[],
         )
     window = plan_window(query.order, ceiling, cursor)
-    prefix = [codec.raw("CHARSET UTF-8")] if needs_charset(query) else []
-    found = await session.uid_search(
-        *prefix, *window.criteria(), *criteria(query, literal_limit(session))
-    )
+    found = early if early is not None and ceiling == guess else None
+    if found is None:
+        found = await session.uid_search(*prefix, *window.criteria(), *filters)
     inside = [u for u in found if window.low <= u <= window.high]
     if query.message_id:
         ordered = sorted(set(inside), reverse=query.order == "newest")

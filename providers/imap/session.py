@@ -10,7 +10,6 @@ import asyncio
 import base64
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TypeVar
 
 from aioimaplib import aioimaplib as _aio
 
@@ -18,6 +17,7 @@ from providers.imap import codec, responses
 from providers.imap.channel import ImapChannel, as_response
 from providers.imap.codec import Arg
 from providers.imap.responses import ImapResponse, SelectResult, StatusResult
+from providers.imap.wire import WireProtocol
 from providers.oauth2.source import AccessToken, xoauth2_initial_response
 from schemas.errors import (
     InvalidArguments,
@@ -26,8 +26,6 @@ from schemas.errors import (
     ServiceUnavailable,
 )
 from schemas.secret import Secret
-
-T = TypeVar("T")
 
 # Commands that change the mailbox: a lost reply means the outcome is unknown, not "failed".
 _MUTATING = frozenset(
@@ -69,12 +67,23 @@ _REFUSED = frozenset(
 )
 
 
+LAST_UID_NEXT_FOLDERS = 256  # remembered per session; forgotten all at once past this
+
+
 class LoginRefused(ServiceUnavailable):
     """The server refused the credentials themselves (a tagged NO): a token is worth forgetting."""
 
 
 class ImapSession(ImapChannel):
     """A connected IMAP session; build it with providers.imap.connect.connect()."""
+
+    # UIDNEXT as this session last saw it, per folder: a guess for planning a search window
+    # before the EXAMINE answers, never trusted (the caller compares it with the answer).
+    last_uid_next: dict[str, int]
+
+    def __init__(self, transport: asyncio.Transport, wire: WireProtocol, timeout_s: float):
+        super().__init__(transport, wire, timeout_s)
+        self.last_uid_next = {}
 
     # --- state ------------------------------------------------------------------------------
 
@@ -260,17 +269,33 @@ class ImapSession(ImapChannel):
         The FETCH must only read (BODY.PEEK): the caller checks the selection before it uses
         the answer, and an answer read under another UIDVALIDITY is simply dropped.
         """
+        return await self._examine_with(mailbox, "FETCH", (codec.uid_set(uids), items))
+
+    async def examine_and_search(
+        self, mailbox: str, *criteria: Arg
+    ) -> tuple[SelectResult, list[int]]:
+        """EXAMINE `mailbox` with a UID SEARCH sent right behind it: one round trip.
+
+        Criteria with a synchronizing literal cannot go out before the server asks for it;
+        the caller checks the selection before it trusts the UIDs.
+        """
+        selected, answer = await self._examine_with(mailbox, "SEARCH", criteria)
+        return selected, responses.parse_search(answer)
+
+    async def _examine_with(
+        self, mailbox: str, name: str, args: Sequence[Arg]
+    ) -> tuple[SelectResult, ImapResponse]:
         examine = self._make("EXAMINE", self._open_args(mailbox))
-        fetch = self._make("FETCH", (codec.uid_set(uids), items), prefix="UID")
+        behind = self._make(name, args, prefix="UID")  # FETCH or SEARCH: both only read
         self.selected = None
         self.selected_name = None
-        opened, fetched = await self._guarded(
-            lambda: self._wire.execute_pair(examine, fetch), "EXAMINE", False
+        opened, answered = await self._guarded(
+            lambda: self._wire.execute_pair(examine, behind), "EXAMINE", False
         )
         result = self._opened("EXAMINE", mailbox, as_response(opened))
-        answer = as_response(fetched)
+        answer = as_response(answered)
         if not answer.ok:
-            raise ServiceUnavailable("the IMAP server refused UID FETCH")
+            raise ServiceUnavailable(f"the IMAP server refused UID {name}")
         return result, answer
 
     def _open_args(self, mailbox: str) -> list[Arg]:
@@ -287,6 +312,9 @@ class ImapSession(ImapChannel):
         result = responses.parse_select(response)
         self.selected = result
         self.selected_name = mailbox
+        if len(self.last_uid_next) >= LAST_UID_NEXT_FOLDERS:
+            self.last_uid_next.clear()
+        self.last_uid_next[mailbox] = result.uid_next
         return result
 
     async def append(

@@ -50,6 +50,20 @@ class TestDefaultsAndOrder:
         assert appended.uids[-1] == body["scanned_uids"]
         assert all("reference" not in m for m in body["messages"])
 
+    async def test_a_repeated_search_sees_what_arrived_since_and_nothing_else(
+        self, mcp: Mcp, imap: aioimaplib.IMAP4_SSL, folder: str
+    ) -> None:
+        # The second search plans its window from the UIDNEXT the pooled session saw first;
+        # the folder has grown since, so that guess must be thrown away and asked again.
+        first = await seed(imap, folder, *[mail(f"m{i}") for i in range(3)])
+        assert first[::-1] == [m["uid"] for m in (await mcp.search(folder))["messages"]]
+        later = await seed(imap, folder, *[mail(f"n{i}") for i in range(2)])
+        again = await mcp.search(folder)
+        assert (first + later)[::-1] == [m["uid"] for m in again["messages"]]
+        assert later[-1] == again["scanned_uids"]
+        unchanged = await mcp.search(folder)  # the guess holds now: the same page
+        assert again["messages"] == unchanged["messages"]
+
     async def test_limit_2_pages_through_five_without_duplicates(
         self, mcp: Mcp, imap: aioimaplib.IMAP4_SSL, folder: str
     ) -> None:
