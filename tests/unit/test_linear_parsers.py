@@ -15,7 +15,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from aioimaplib import aioimaplib
 
 from providers.imap.fetch import parse_fetch
 from providers.imap.responses import ImapResponse, tokenize
@@ -227,17 +226,15 @@ def fetch_lines(size: int) -> list[bytes]:
     return lines
 
 
-def feed_literal(size: int) -> Callable[[], object]:
-    """Feed WireProtocol a FETCH of one literal of 8-byte lines, in 256 KiB reads."""
-    literal = b"X-F: v\r\n" * (size // 8)
-    data = b"* 1 FETCH (UID 1 BODY[] {%d}\r\n" % len(literal) + literal + b")\r\n"
+def fed(data: bytes) -> Callable[[], object]:
+    """Return a run that feeds WireProtocol `data`, one UID FETCH's answer, in 256 KiB reads."""
     chunks = [data[i : i + 256 * KIB] for i in range(0, len(data), 256 * KIB)]
 
     def run() -> object:
         loop = asyncio.new_event_loop()
         try:
             wire = WireProtocol(loop)
-            command = aioimaplib.FetchCommand("A1", "1", "(BODY[])", loop=loop)
+            command = FetchReply("A1", "1:*", "(UID BODY[])", prefix="UID", loop=loop)
             wire.pending_async_commands["FETCH"] = command
             for chunk in chunks:
                 wire.data_received(chunk)
@@ -246,27 +243,18 @@ def feed_literal(size: int) -> Callable[[], object]:
             loop.close()
 
     return run
+
+
+def feed_literal(size: int) -> Callable[[], object]:
+    """Feed a FETCH of one literal of 8-byte lines."""
+    literal = b"X-F: v\r\n" * (size // 8)
+    return fed(b"* 1 FETCH (UID 1 BODY[] {%d}\r\n" % len(literal) + literal + b")\r\n")
 
 
 def feed_many_answers(size: int) -> Callable[[], object]:
-    """Feed WireProtocol one UID FETCH answered for `size // 64` messages, in 256 KiB reads."""
+    """Feed one UID FETCH answered for `size // 64` messages."""
     answer = b"* %d FETCH (UID %d FLAGS (\\Seen $Label) RFC822.SIZE 1234 MODSEQ (7))\r\n"
-    data = b"".join(answer % (n, n) for n in range(1, size // 64 + 1))
-    chunks = [data[i : i + 256 * KIB] for i in range(0, len(data), 256 * KIB)]
-
-    def run() -> object:
-        loop = asyncio.new_event_loop()
-        try:
-            wire = WireProtocol(loop)
-            command = FetchReply("A1", "1:*", "(UID FLAGS)", prefix="UID", loop=loop)
-            wire.pending_async_commands["FETCH"] = command
-            for chunk in chunks:
-                wire.data_received(chunk)
-            return command
-        finally:
-            loop.close()
-
-    return run
+    return fed(b"".join(answer % (n, n) for n in range(1, size // 64 + 1)))
 
 
 class TestImapAndJson:
