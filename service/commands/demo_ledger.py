@@ -16,13 +16,17 @@ from typing import Any, Final, TextIO
 
 import msgspec
 
+from service.ledger_cli.common import FINDINGS, UNREACHABLE, UNVERIFIED, USAGE
+
 LEDGER_TIMEOUT_S: Final = 60.0
-# What each exit status of `angelos ledger` means (service/ledger_cli/__init__.py).
+# What each exit status of `angelos ledger` means, for a newcomer reading the walk-through.
 EXIT_MEANINGS: Final = {
-    1: "findings: the ledger does not check out (docs/auditing.md explains each kind)",
-    2: "a usage or configuration problem, named above",
-    3: "the ledger store did not answer",
-    4: "unverified: no findings, but the ledger's MACs could not be checked without its key",
+    FINDINGS: "findings: the ledger does not check out (docs/auditing.md explains each kind)",
+    USAGE: "a usage or configuration problem, named above",
+    UNREACHABLE: "the ledger store did not answer",
+    UNVERIFIED: (
+        "unverified: no findings, but the ledger's MACs could not be checked without its key"
+    ),
 }
 
 
